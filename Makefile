@@ -1,0 +1,28 @@
+# The README's two commands. Each sets everything up on a fresh machine (a venv with
+# the package and every framework) and then does its job.
+#   make run    the default CPU comparison: a `small` sweep, results and the report
+#   make test   the test suite (what .ci/run calls)
+
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+OUT    ?= out
+
+.PHONY: run test setup
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[all,test]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+run: $(STAMP)
+	$(PY) -m harness run --size small --out $(OUT)/cpu-small.jsonl
+	$(PY) -m harness report $(OUT)/cpu-small.jsonl --out $(OUT)/report
+
+test: $(STAMP)
+	$(PY) -m pytest

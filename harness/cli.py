@@ -1,0 +1,37 @@
+"""`python -m harness list|check|run|report`: one module per command.
+
+Each command module defines `add_arguments(parser)` and `main(args) -> exit code`,
+and is imported only when its command runs, so `list` never pays for `report`.
+"""
+
+import argparse
+import importlib
+import sys
+
+from harness.choices import ChoiceError
+
+COMMANDS = {
+    "list": ("harness.listing", "workloads with sizes, frameworks with versions, devices"),
+    "check": ("harness.check", "every framework's gradient against the reference engine"),
+    "run": ("harness.measure.sweep", "measure peak memory and time, one cell per process"),
+    "report": ("harness.report.build", "write the comparison page from result files"),
+}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", metavar="|".join(COMMANDS), required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.set_defaults(module_name=module_name)
+        # Arguments are added lazily below, so parse the command name first.
+    args, _ = parser.parse_known_args(argv)
+    module = importlib.import_module(args.module_name)
+    command = sub.choices[args.command]
+    module.add_arguments(command)
+    args = parser.parse_args(argv)
+    try:
+        return module.main(args)
+    except ChoiceError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,148 @@
+"""What every framework adapter provides.
+
+An adapter is a subclass of `Adapter` in its own module (`harness/frameworks/torch.py`
+...). Two halves, kept apart on purpose:
+
+- *Cheap* attributes and `available()` only look at installed package metadata; the
+  parent process of a sweep calls them and must never import a framework (imports weigh
+  hundreds of MiB and allocators keep what they took).
+- Everything else runs inside a worker (or a test) after `load(device, mode)` has
+  imported the framework and configured it.
+
+The gradient is always taken with respect to ``params`` (a flat ``dict[str, array]``);
+``inputs`` (a flat dict too, possibly with integer or boolean arrays) are data.
+"""
+
+import importlib.metadata
+import importlib.util
+
+from harness.choices import check_choice
+
+
+class Unavailable(RuntimeError):
+    """The framework, mode or device cannot run here; the message says why."""
+
+
+class Adapter:
+    #: registry key, e.g. "torch"
+    name = ""
+    #: importable module that must exist, e.g. "torch"
+    module = ""
+    #: distribution names whose versions go into the result's provenance
+    distributions = ()
+    #: modes this adapter implements, a subset of harness.choices.MODES
+    modes = ("eager",)
+    #: what "compiled" means here, for the docs and `list` (e.g. "jax.jit")
+    compiled_as = ""
+
+    # ---- cheap: safe in the parent ------------------------------------------------
+    def available(self):
+        """(True, "") when the framework is installed, else (False, reason)."""
+        if importlib.util.find_spec(self.module) is None:
+            extra = self.name
+            return False, f"{self.module} is not installed (pip install 'gradmem[{extra}]')"
+        return True, ""
+
+    def versions(self):
+        """{distribution: version} of what this adapter runs on (no import)."""
+        found = {}
+        for dist in self.distributions:
+            try:
+                found[dist] = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                pass
+        return found
+
+    def check_mode(self, mode):
+        return check_choice(f"{self.name} mode", mode, self.modes)
+
+    # ---- in the worker: after load() ------------------------------------------------
+    def load(self, device="cpu", mode="eager"):
+        """Import and configure the framework for `device` and `mode`.
+
+        Raises Unavailable (with the reason) when the device or mode cannot run here,
+        e.g. "cuda" without a GPU. Sets `self.ops` to the op-set namespace.
+        """
+        raise NotImplementedError
+
+    def devices(self):
+        """Devices this framework can use here: ["cpu"] plus "cuda" with a GPU."""
+        raise NotImplementedError
+
+    def from_numpy(self, tree, device="cpu"):
+        """A dict of NumPy arrays -> the same dict of framework arrays on `device`."""
+        raise NotImplementedError
+
+    def to_numpy(self, tree):
+        """Framework arrays (an array or a dict) -> NumPy, synchronising the device."""
+        raise NotImplementedError
+
+    def value_and_grad(self, loss_fn, mode="eager"):
+        """`step(params, inputs) -> (loss, grads)` for loss_fn(ops, params, inputs).
+
+        In "compiled" mode the returned callable is the compiled gradient (jax.jit,
+        tf.function, torch.compile, a compiled PyTensor function); compilation happens
+        on its first call.
+        """
+        raise NotImplementedError
+
+    def split_vjp(self, loss_fn, mode="eager"):
+        """(forward, backward) so the two phases can be measured apart, or None.
+
+        `forward(params, inputs) -> state` computes the loss and keeps what backward
+        needs; `backward(state) -> grads`. `loss_of(state)` gives the loss. Return
+        None where the framework cannot split a compiled gradient (the phases are then
+        measured as one).
+        """
+        return None
+
+    def loss_of(self, state):
+        """The loss held by a `split_vjp` forward state."""
+        return state[0]
+
+    def sync(self, tree):
+        """Block until every array in `tree` is computed (async dispatch, GPUs)."""
+        return tree
+
+    def optimizer(self, kind, params, lr=1e-3):
+        """`update(params, grads) -> params`: one SGD or Adam step.
+
+        The default is functional and written with the op set; adapters with a native
+        optimizer (torch.optim) override it, since that is what their users run.
+        """
+        ops = self.ops
+        if kind == "sgd":
+            return lambda p, g: {k: ops.sub(p[k], ops.mul(g[k], lr)) for k in p}
+        check_choice("optimizer", kind, ("sgd", "adam"))
+        return _FunctionalAdam(ops, lr)
+
+    # ---- CUDA: the one place per adapter that talks to the device allocator --------
+    def device_memory_probe(self, device):
+        """A probe with reset(), current_bytes(), peak_bytes() (and optionally
+        reserved_bytes(), peak_reserved_bytes()) for the framework's own device
+        allocator, or None on CPU."""
+        return None
+
+
+class _FunctionalAdam:
+    """Adam (Kingma & Ba) written with the op set; moments start at zero."""
+
+    def __init__(self, ops, lr, b1=0.9, b2=0.999, eps=1e-8):
+        self.ops, self.lr, self.b1, self.b2, self.eps = ops, lr, b1, b2, eps
+        self.t, self.m, self.v = 0, None, None
+
+    def __call__(self, params, grads):
+        ops, b1, b2 = self.ops, self.b1, self.b2
+        self.t += 1
+        if self.m is None:  # zero moments, shaped like the grads, in the grads' dtype
+            self.m = {k: ops.mul(g, 0.0) for k, g in grads.items()}
+            self.v = {k: ops.mul(g, 0.0) for k, g in grads.items()}
+        new = {}
+        for k, g in grads.items():
+            self.m[k] = ops.add(ops.mul(self.m[k], b1), ops.mul(g, 1 - b1))
+            self.v[k] = ops.add(ops.mul(self.v[k], b2), ops.mul(ops.mul(g, g), 1 - b2))
+            m_hat = ops.div(self.m[k], 1 - b1**self.t)
+            v_hat = ops.div(self.v[k], 1 - b2**self.t)
+            step = ops.div(ops.mul(m_hat, self.lr), ops.add(ops.sqrt(v_hat), self.eps))
+            new[k] = ops.sub(params[k], step)
+        return new

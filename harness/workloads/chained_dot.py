@@ -1,0 +1,43 @@
+"""Chained dot: ``sum(x @ (x @ ... (x @ z)))`` with L products, gradient wrt x.
+
+From HIPS autograd #219 ("backprop eats all my RAM"): every product's input must be
+kept for x's gradient, and x fans out to all L products, so its gradient receives L
+contributions that a careless engine keeps alive together.
+"""
+
+import math
+
+from harness.workloads import itemsize
+
+SOURCE = "HIPS autograd #219"
+STRESSES = "L stored intermediates; fan-out of x into L gradient contributions"
+SIZES = {
+    "tiny": {"D": 32, "L": 5},
+    "small": {"D": 500, "L": 50},
+    "paper": {"D": 1000, "L": 100},
+}
+
+
+def init(rng, size, dtype):
+    D = SIZES[size]["D"]
+    # x ~ N(0, 1/D) keeps every z_i O(1): no overflow, no denormals (which slow
+    # products by orders of magnitude and would swamp the timings).
+    x = (rng.standard_normal((D, D)) / math.sqrt(D)).astype(dtype)
+    z = rng.standard_normal((D, D)).astype(dtype)
+    return {"x": x}, {"z": z}
+
+
+def loss(ops, params, inputs, cfg):
+    x, z = params["x"], inputs["z"]
+    for _ in range(cfg["L"]):
+        z = ops.matmul(x, z)
+    return ops.sum(z)
+
+
+def bound_bytes(size, dtype):
+    # z_{i+1} = x @ z_i needs z_i for x's gradient, so z_1 .. z_{L-1} must be kept;
+    # z_L is live too when it is produced (sum needs it), so at the end of the forward
+    # pass z_1 .. z_L are live together: L D x D arrays. (x and z_0 are inputs, in the
+    # baseline.) Nothing that stores activations can peak lower.
+    D, L = SIZES[size]["D"], SIZES[size]["L"]
+    return L * D * D * itemsize(dtype)
