@@ -1,0 +1,224 @@
+"""HIPS autograd: the op set on ``autograd.numpy``; eager only, CPU only.
+
+autograd traces NumPy calls and keeps the whole graph (every VJP closure holds the
+arguments and result of its op) until the gradient has been computed: that is the
+memory behaviour the #219 thread measured, and what this adapter lets us measure.
+
+Where autograd lacks an op, it is built here from autograd's own primitives, so
+autograd's VJPs (and their memory) are what runs:
+
+- ``conv2d``: im2col from ``pad``, strided slices, ``stack`` and one ``tensordot``;
+- ``max_pool2d``: ``reshape`` into windows and ``max`` over them;
+- ``upsample2d``: ``reshape`` + ``broadcast_to`` + ``reshape``;
+- ``softmax``: ``exp(x - logsumexp(x))`` (autograd has no softmax);
+- ``take`` with an axis: advanced indexing (``anp.take`` has no VJP).
+
+Three of autograd 1.9.1's VJPs turn float32 gradients into float64 under NumPy 2
+(NEP 50: a NumPy int64 or float64 array is no longer "weak"): ``max`` divides by an
+int64 count (HIPS/autograd#199, open since 2017), ``where`` fills with
+``zeros(shape)`` (float64), and ``mean`` divides by an int64 count. A float32 run
+would then hold float64 gradients (twice the bytes), and ``check`` would reject it.
+So ``max`` and ``where`` are adapter primitives whose VJPs are autograd's own with
+the dtype fixed (the fix proposed in #199), and ``mean`` is ``sum(x) / n`` with a
+Python ``n``. tests/frameworks/test_autograd_adapter.py checks that the upstream
+bug is still there, so these workarounds go when autograd fixes it.
+
+CUDA: none. autograd computes with NumPy on the CPU (it has no device support).
+"""
+
+import math
+import types
+
+from harness.choices import check_choice
+from harness.frameworks.base import Adapter, Unavailable
+
+
+class AutogradAdapter(Adapter):
+    name = "autograd"
+    module = "autograd"
+    distributions = ("autograd", "numpy")
+    modes = ("eager",)
+    compiled_as = ""
+
+    def load(self, device="cpu", mode="eager"):
+        check_choice("autograd device", device, ("cpu", "cuda"))
+        self.check_mode(mode)
+        if device != "cpu":
+            raise Unavailable("HIPS autograd computes with NumPy on the CPU; it has no CUDA support")
+        self.ops = _make_ops()
+        return self
+
+    def devices(self):
+        return ["cpu"]
+
+    def from_numpy(self, tree, device="cpu"):
+        if device != "cpu":
+            raise Unavailable("HIPS autograd has no CUDA support")
+        return dict(tree)
+
+    def to_numpy(self, tree):
+        import numpy as np
+
+        if isinstance(tree, dict):
+            return {k: np.asarray(v) for k, v in tree.items()}
+        return np.asarray(tree)
+
+    def value_and_grad(self, loss_fn, mode="eager"):
+        self.check_mode(mode)
+        from autograd import value_and_grad
+
+        ops = self.ops
+        return value_and_grad(lambda params, inputs: loss_fn(ops, params, inputs))
+
+    def split_vjp(self, loss_fn, mode="eager"):
+        """forward traces the loss and keeps autograd's graph (the VJP closure);
+        backward seeds it with a one of the loss's dtype."""
+        self.check_mode(mode)
+        from autograd import make_vjp
+        from autograd.extend import vspace
+
+        ops = self.ops
+
+        def forward(params, inputs):
+            vjp, loss = make_vjp(lambda p: loss_fn(ops, p, inputs))(params)
+            return (loss, vjp)
+
+        def backward(state):
+            loss, vjp = state
+            return vjp(vspace(loss).ones())
+
+        return forward, backward
+
+
+def _make_ops():
+    """The op-set namespace; built on first load so importing this module stays cheap."""
+    import autograd.numpy as anp
+    from autograd.scipy.special import expit, logsumexp
+
+    where, amax = _dtype_preserving_primitives()
+
+    def mean(x, axis=None, keepdims=False):
+        # sum / Python int: autograd's own mean VJP divides by an int64 (float64 grads).
+        n = math.prod(anp.shape(x)) if axis is None else math.prod(
+            anp.shape(x)[a] for a in ((axis,) if isinstance(axis, int) else axis)
+        )
+        return anp.sum(x, axis=axis, keepdims=keepdims) / n
+
+    def take(x, indices, axis=0):
+        # anp.take has no VJP; indexing does (its VJP scatter-adds with np.add.at).
+        axis = axis % anp.ndim(x)
+        return x[(slice(None),) * axis + (indices,)]
+
+    def softmax(x, axis=-1):
+        return anp.exp(x - logsumexp(x, axis=axis, keepdims=True))
+
+    def conv2d(x, w, stride=1, padding=0):
+        # autograd has no conv2d (autograd.scipy.signal.convolve loops in Python over
+        # channel pairs: far too slow for U-Net). im2col from autograd primitives: the
+        # kh*kw strided slices of the padded input, stacked into (N, C, kh*kw, Ho, Wo),
+        # contracted with the weights in one BLAS tensordot. The stack is what w's
+        # gradient needs, kh*kw times the input, as in any im2col convolution.
+        if padding:
+            p = padding
+            x = anp.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), mode="constant")
+        _, c, h, wd = anp.shape(x)
+        o, _, kh, kw = anp.shape(w)
+        ho, wo = (h - kh) // stride + 1, (wd - kw) // stride + 1
+        cols = anp.stack(
+            [
+                x[:, :, i : i + stride * (ho - 1) + 1 : stride, j : j + stride * (wo - 1) + 1 : stride]
+                for i in range(kh)
+                for j in range(kw)
+            ],
+            axis=2,
+        )
+        out = anp.tensordot(cols, anp.reshape(w, (o, c, kh * kw)), axes=([1, 2], [1, 2]))
+        return anp.transpose(out, (0, 3, 1, 2))  # (N, Ho, Wo, O) -> NCHW
+
+    def max_pool2d(x, size=2):
+        n, c, h, w = anp.shape(x)
+        ho, wo = h // size, w // size
+        if (h, w) != (ho * size, wo * size):  # floor, as torch: drop the ragged edge
+            x = x[:, :, : ho * size, : wo * size]
+        return amax(anp.reshape(x, (n, c, ho, size, wo, size)), axis=(3, 5))
+
+    def upsample2d(x, scale=2):
+        n, c, h, w = anp.shape(x)
+        tiled = anp.broadcast_to(anp.reshape(x, (n, c, h, 1, w, 1)), (n, c, h, scale, w, scale))
+        return anp.reshape(tiled, (n, c, h * scale, w * scale))
+
+    return types.SimpleNamespace(
+        add=anp.add,
+        sub=anp.subtract,
+        mul=anp.multiply,
+        div=anp.true_divide,
+        neg=anp.negative,
+        exp=anp.exp,
+        log=anp.log,
+        sqrt=anp.sqrt,
+        tanh=anp.tanh,
+        sigmoid=expit,
+        # x * (x > 0): gradient exactly 0 at 0 (anp.maximum's VJP gives 0.5 at ties).
+        relu=lambda x: x * (x > 0),
+        sin=anp.sin,
+        cos=anp.cos,
+        matmul=anp.matmul,
+        sum=lambda x, axis=None, keepdims=False: anp.sum(x, axis=axis, keepdims=keepdims),
+        mean=mean,
+        max=lambda x, axis=None, keepdims=False: amax(x, axis=axis, keepdims=keepdims),
+        reshape=lambda x, shape: anp.reshape(x, shape),
+        permute_dims=lambda x, axes: anp.transpose(x, axes),
+        concat=lambda xs, axis=0: anp.concatenate(list(xs), axis=axis),
+        stack=lambda xs, axis=0: anp.stack(list(xs), axis=axis),
+        getitem=lambda x, key: x[key],
+        take=take,
+        where=where,
+        softmax=softmax,
+        logsumexp=lambda x, axis=-1, keepdims=False: logsumexp(x, axis=axis, keepdims=keepdims),
+        conv2d=conv2d,
+        max_pool2d=max_pool2d,
+        upsample2d=upsample2d,
+        cumsum=lambda x, axis: anp.cumsum(x, axis=axis),
+    )
+
+
+def _dtype_preserving_primitives():
+    """`where` and `max` as autograd primitives whose VJPs are autograd 1.9.1's own,
+    except that they keep the gradient's dtype (see the module docstring)."""
+    import numpy as onp
+    from autograd.extend import defvjp, primitive
+    import autograd.numpy as anp
+    from autograd.numpy.numpy_vjps import repeat_to_match_shape, unbroadcast_f
+
+    @primitive
+    def where(cond, x, y):
+        return onp.where(cond, x, y)
+
+    # autograd's: anp.where(c, g, anp.zeros(g.shape)) -- float64 zeros, no unbroadcast.
+    # A Python 0.0 is weak under NEP 50, so g's dtype is kept.
+    defvjp(
+        where,
+        None,
+        lambda ans, c, x, y: unbroadcast_f(x, lambda g: anp.where(c, g, 0.0)),
+        lambda ans, c, x, y: unbroadcast_f(y, lambda g: anp.where(c, 0.0, g)),
+    )
+
+    @primitive
+    def amax(x, axis=None, keepdims=False):
+        return onp.max(x, axis=axis, keepdims=keepdims)
+
+    def amax_vjp(ans, x, axis=None, keepdims=False):
+        # autograd's grad_chooser: ties share the gradient equally. The count of ties is
+        # cast to x's dtype (autograd divides by the int64 count: float64 result).
+        shape, dtype = anp.shape(x), anp.result_type(x)
+
+        def vjp(g):
+            g_repeated, _ = repeat_to_match_shape(g, shape, dtype, axis, keepdims)
+            chosen = x == repeat_to_match_shape(ans, shape, dtype, axis, keepdims)[0]
+            count = onp.sum(chosen, axis=axis, keepdims=True).astype(dtype)
+            return g_repeated * chosen / count
+
+        return vjp
+
+    defvjp(amax, amax_vjp)
+    return where, amax
