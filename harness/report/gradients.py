@@ -1,0 +1,55 @@
+"""The gradient-agreement table: each framework's gradient against the reference engine.
+
+The figure is the record's `grad_rel_err`: max over parameters of
+||g - g_ref|| / ||g_ref||, with g_ref from the reference engine in float64. A cell
+is marked `agrees` within TOLERANCE for its dtype (a few hundred ulps of float32 after
+a chain of products; float64 should agree to ~1e-12), `loose` within 100× that, and
+`disagrees` beyond.
+"""
+
+from harness.report import records as rec
+from harness.report.fmt import esc, human_error
+
+TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
+LOOSE_FACTOR = 100
+
+
+def verdict(error, dtype):
+    tolerance = TOLERANCE.get(dtype, TOLERANCE["float32"])
+    if error <= tolerance:
+        return "agrees"
+    if error <= tolerance * LOOSE_FACTOR:
+        return "loose"
+    return "disagrees"
+
+
+def render(view):
+    dtype = None
+    head = "".join(f"<th>{esc(column)}</th>" for column in view["columns"])
+    rows, any_value = [], False
+    for workload in view["workloads"]:
+        cells = []
+        for column in view["columns"]:
+            record = view["cells"].get((workload, column))
+            error = rec.metric(record, "grad_rel_err") if record else None
+            if record is None:
+                cells.append('<td class="absent">not run</td>')
+            elif record.get("status") != "ok":
+                cells.append(f'<td class="status-{esc(record.get("status"))}">{esc(record.get("status"))}</td>')
+            elif error is None:
+                cells.append('<td class="absent">not checked</td>')
+            else:
+                any_value = True
+                dtype = record.get("dtype")
+                kind = verdict(error, dtype)
+                cells.append(f'<td class="grad-{kind}" title="{kind}">{esc(human_error(error))}</td>')
+        rows.append(f'<tr><th class="workload">{esc(workload)}</th>{"".join(cells)}</tr>')
+    if not any_value:
+        return '<p class="none">No gradient was cross-checked in this view.</p>'
+    tolerance = TOLERANCE.get(dtype, TOLERANCE["float32"])
+    return (
+        '<table class="gradients"><thead><tr><th>relative gradient error</th>'
+        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f'<p class="legend">max over parameters of ‖g − g_ref‖ / ‖g_ref‖ against the reference '
+        f"engine in float64; agrees ≤ {tolerance:g}, loose ≤ {tolerance * LOOSE_FACTOR:g}.</p>"
+    )

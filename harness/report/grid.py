@@ -1,0 +1,79 @@
+"""The workload × framework grid of one view, each cell coloured by peak / bound.
+
+Colour: hue from green (peak at or below the analytic bound) to red (8× the bound or
+more) on a log2 scale, because ratios multiply: 2× and 4× should be equal steps.
+Cells that did not run say so (status and message) on a grey or striped background.
+"""
+
+import math
+
+from harness.report import records as rec
+from harness.report.fmt import esc, human_bytes, human_ratio, human_seconds
+
+RED_AT_RATIO = 8.0
+MESSAGE_CHARS = 90
+
+
+def ratio_colour(ratio):
+    """CSS colour for peak / bound."""
+    t = min(max(math.log2(max(ratio, 1e-9)) / math.log2(RED_AT_RATIO), 0.0), 1.0)
+    return f"hsl({120 * (1 - t):.0f}, 65%, 78%)"
+
+
+def _ok_cell(record):
+    ratio = rec.peak_over_bound(record)
+    style = f' style="background:{ratio_colour(ratio)}"' if ratio is not None else ""
+    peak = rec.metric(record, "peak_bytes", "total")
+    first = rec.metric(record, "first_step_peak_bytes", "total")
+    seconds = rec.metric(record, "time_s", "total")
+    lines = [
+        f'<div class="peak">{esc(human_bytes(peak))}</div>',
+        f'<div class="ratio">{esc(human_ratio(ratio))} bound</div>' if ratio is not None else "",
+        f'<div class="first">first step {esc(human_bytes(first))}</div>' if first is not None else "",
+        f'<div class="time">{esc(human_seconds(seconds))}</div>',
+    ]
+    return f'<td class="cell status-ok" data-ratio="{ratio if ratio is not None else ""}"{style}>{"".join(lines)}</td>'
+
+
+def _failed_cell(record):
+    status = str(record.get("status"))
+    message = str(record.get("message") or "")
+    short = message if len(message) <= MESSAGE_CHARS else message[: MESSAGE_CHARS - 1] + "…"
+    return (
+        f'<td class="cell status-{esc(status)}" title="{esc(message)}">'
+        f'<div class="status">{esc(status)}</div><div class="message">{esc(short)}</div></td>'
+    )
+
+
+def render(view):
+    """HTML table for one view from `records.views()`."""
+    head = "".join(f"<th>{esc(column)}</th>" for column in view["columns"])
+    rows = []
+    for workload in view["workloads"]:
+        cells = []
+        for column in view["columns"]:
+            record = view["cells"].get((workload, column))
+            if record is None:
+                cells.append('<td class="cell absent">not run</td>')
+            elif record.get("status") == "ok":
+                cells.append(_ok_cell(record))
+            else:
+                cells.append(_failed_cell(record))
+        rows.append(f'<tr><th class="workload">{esc(workload)}</th>{"".join(cells)}</tr>')
+    return (
+        '<table class="grid"><thead><tr><th>workload \\ framework</th>'
+        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def legend():
+    stops = [1, 1.5, 2, 3, 4, 6, 8]
+    swatches = "".join(
+        f'<span class="swatch" style="background:{ratio_colour(r)}">{r:g}×</span>' for r in stops
+    )
+    return (
+        '<p class="legend">Cell: steady-state peak (all phases), peak / analytic bound, '
+        f"peak of the cold first step, median time of one step. Colour by peak / bound: {swatches} "
+        '<span class="swatch status-unavailable">unavailable</span>'
+        '<span class="swatch status-error">error / oom / timeout</span></p>'
+    )

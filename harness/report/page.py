@@ -1,0 +1,70 @@
+"""The whole page: one self-contained index.html (inline CSS and SVG, no scripts).
+
+No external resource of any kind (the `data:` favicon stops the browser asking the
+file system for one), so the page opens from disk, offline, and its browser console
+stays empty.
+"""
+
+from harness.report import charts, gradients, grid, provenance, statuses, timelines
+from harness.report import records as rec
+from harness.report.fmt import esc
+
+CSS = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; max-width: 1400px; }
+h1 { margin-bottom: .2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+table { border-collapse: collapse; margin: .5em 0; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; }
+thead th { background: #f3f3f3; }
+table.grid td.cell { min-width: 7.5em; text-align: center; }
+td.cell .peak { font-weight: 600; } td.cell .ratio, td.cell .time, td.cell .first { font-size: 12px; }
+td.cell .message, td.message { font-size: 11px; color: #444; max-width: 22em; overflow-wrap: anywhere; }
+td.cell .status { font-weight: 600; text-transform: uppercase; font-size: 12px; }
+.status-unavailable { background: #e6e6e6; }
+.status-error, .status-oom, .status-timeout {
+  background: repeating-linear-gradient(45deg, #f6d6d6, #f6d6d6 6px, #fbeaea 6px, #fbeaea 12px); }
+td.absent { color: #999; text-align: center; }
+.swatch, .badge { display: inline-block; padding: 1px 6px; margin: 0 2px; border: 1px solid #bbb;
+  border-radius: 3px; font-size: 12px; }
+.badge.status-ok { background: #d8f0d8; }
+.grad-agrees { background: #d8f0d8; } .grad-loose { background: #fff1c2; } .grad-disagrees { background: #f6c6c6; }
+.legend, .none { color: #555; font-size: 12px; }
+.charts { display: flex; flex-wrap: wrap; gap: 24px; margin: 12px 0; }
+svg text { font: 11px sans-serif; fill: #222; } svg text.title { font-weight: 600; font-size: 12px; }
+svg text.small { font-size: 10px; fill: #444; } svg text.status-text { fill: #a33; font-weight: 600; }
+svg line.bound { stroke: #c00; stroke-dasharray: 4 3; } svg line.axis { stroke: #888; }
+svg line.mark { stroke: #999; stroke-dasharray: 2 2; } svg polyline.rss { fill: none; stroke: #4c78a8; stroke-width: 1.3; }
+.small-multiples { display: flex; flex-wrap: wrap; gap: 12px; }
+nav a { margin-right: 1em; } .count { color: #777; }
+table.provenance td { font-family: ui-monospace, monospace; font-size: 12px; }
+"""
+
+
+def _view_section(index, key, view):
+    return (
+        f'<section class="view" id="view-{index}"><h2>{esc(rec.view_title(key))}</h2>'
+        f"{grid.legend()}{grid.render(view)}"
+        f"<h3>Peak memory and time per phase</h3>{charts.render(view)}"
+        f"<h3>Memory timelines</h3>{timelines.render(view)}"
+        f"<h3>Gradient agreement</h3>{gradients.render(view)}</section>"
+    )
+
+
+def render(records, files, title="gradmem comparison"):
+    views = rec.views(records)
+    nav = "".join(
+        f'<a href="#view-{i}">{esc(rec.view_title(key))}</a>' for i, key in enumerate(views)
+    )
+    sections = "".join(_view_section(i, key, view) for i, (key, view) in enumerate(views.items()))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>{esc(title)}</title><style>{CSS}</style></head>
+<body><h1>{esc(title)}</h1>
+<p>{len(records)} cells from {len(files)} file(s). {statuses.summary(records)}</p>
+<nav>{nav}<a href="#statuses">statuses</a><a href="#provenance">provenance</a></nav>
+{sections}
+<section id="statuses"><h2>Cells that did not run</h2>{statuses.render(records)}</section>
+<section id="provenance"><h2>Provenance</h2>{provenance.render(records, files)}</section>
+</body></html>
+"""

@@ -1,0 +1,108 @@
+"""The comparison page from fixture records (conftest.py): structure, statuses, escaping."""
+
+import json
+import re
+
+import pytest
+
+from harness.cli import main as cli_main
+from harness.report import build, fmt, grid, records, timelines
+from harness.report.gradients import verdict
+
+from report_fixtures import MIB, fixture_record, fixture_records
+
+
+def render(tmp_path, recs):
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = build.build([str(path)], str(tmp_path / "site"))
+    return open(out, encoding="utf-8").read()
+
+
+def test_cli_writes_index_html(records_file, tmp_path, capsys):
+    assert cli_main(["report", str(records_file), "--out", str(tmp_path / "site")]) == 0
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert capsys.readouterr().out.strip().endswith("index.html")
+    assert page.startswith("<!DOCTYPE html>")
+
+
+def test_page_is_self_contained(records_file, tmp_path):
+    page = render(tmp_path, fixture_records())
+    # Opens from disk: nothing fetched, nothing executed.
+    assert "<script" not in page.replace("&lt;script&gt;", "")
+    assert not re.search(r'(src|href)="(https?:|//)', page)
+
+
+def test_grid_has_every_workload_and_framework_of_a_view(tmp_path):
+    page = render(tmp_path, fixture_records())
+    eager = page.split("tiny · float32 · cpu · eager</h2>")[1].split("</table>")[0]
+    for name in ("chained_dot", "rnn_fanout", "reference", "reference (order=bfs)", "torch", "jax", "tensorflow"):
+        assert f">{name}</th>" in eager
+    # 2 workloads x 5 columns, every cell either a figure, a status or "not run"
+    assert eager.count("<td class=\"cell") == 10
+
+
+def test_statuses_are_shown_with_their_message_escaped(tmp_path):
+    page = render(tmp_path, fixture_records())
+    for status in ("unavailable", "oom", "error"):
+        assert f'class="cell status-{status}"' in page
+    assert "worker exceeded the memory limit &lt;&amp;&gt; at backward" in page
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "jax is not installed" in page
+
+
+def test_cell_shows_peak_ratio_and_is_coloured_by_it(tmp_path):
+    page = render(tmp_path, fixture_records())
+    # torch chained_dot: 40 MiB over a 4 MiB bound = 10x, red end of the scale
+    assert "40 MiB" in page and "10.00× bound" in page
+    assert f"background:{grid.ratio_colour(10)}" in page
+    assert grid.ratio_colour(10) == grid.ratio_colour(grid.RED_AT_RATIO)
+
+
+def test_ratio_colour_goes_from_green_to_red_monotonically():
+    hues = [int(re.match(r"hsl\((\d+)", grid.ratio_colour(r)).group(1)) for r in (0.5, 1, 2, 4, 8, 16)]
+    assert hues[0] == hues[1] == 120 and hues[-1] == hues[-2] == 0
+    assert hues == sorted(hues, reverse=True)
+
+
+def test_later_file_wins_for_a_repeated_cell(tmp_path):
+    old = fixture_record(peak_bytes={"total": 99 * MIB})
+    new = fixture_record(peak_bytes={"total": 7 * MIB})
+    view = next(iter(records.views([old, new]).values()))
+    assert view["cells"][("chained_dot", "reference")]["peak_bytes"]["total"] == 7 * MIB
+
+
+def test_gradient_verdicts_follow_the_dtype_tolerance():
+    assert verdict(1e-6, "float32") == "agrees"
+    assert verdict(1e-3, "float32") == "loose"
+    assert verdict(1e-1, "float32") == "disagrees"
+    assert verdict(1e-6, "float64") == "disagrees"
+
+
+def test_provenance_lists_every_distinct_commit(tmp_path):
+    recs = fixture_records()
+    recs[0]["provenance"] = dict(recs[0]["provenance"], git_commit="0ther")
+    page = render(tmp_path, recs)
+    assert "0ther" in page and "f1x7u4e" in page
+
+
+def test_thin_keeps_every_peak():
+    values = [0] * 10_000
+    values[4321] = 7
+    times, thinned = timelines.thin(list(range(10_000)), values, limit=100)
+    assert len(thinned) <= 100 and max(thinned) == 7 and times[thinned.index(7)] == 4321
+
+
+@pytest.mark.parametrize("value, text", [(512, "512 B"), (1536, "1.5 KiB"), (40 * MIB, "40 MiB"), (None, "–")])
+def test_human_bytes(value, text):
+    assert fmt.human_bytes(value) == text
+
+
+def test_missing_and_bad_files_are_clear_errors(tmp_path, capsys):
+    assert cli_main(["report", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path)]) == 2
+    assert "nope.jsonl: no such result file" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"workload": "chained_dot"}\n')
+    assert cli_main(["report", str(bad), "--out", str(tmp_path)]) == 2
+    assert "lacks size, dtype, framework, mode, device, status" in capsys.readouterr().err
