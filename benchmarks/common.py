@@ -1,0 +1,140 @@
+"""What every asv benchmark shares: the parameter grid and the one harness sweep.
+
+asv runs `sweep()` once per (environment, commit) as `setup_cache`: it starts
+`python -m harness run` in a subprocess (every cell then runs in its own fresh worker
+process, see DESIGN.md) and hands the records to every `track_*`, which only looks
+its figure up. asv's own `peakmem_` would count the framework imports and the asv
+parent's peak, so no benchmark here measures anything in the asv process.
+
+The grid is hard-coded, not imported from `harness`, so this file still imports when
+asv installs an old commit of the package (`asv find`); tests/asv checks it matches
+the registries.
+
+Environment (read in the benchmark processes, so export it before `asv run`):
+  GRADMEM_ASV_SIZE        tiny | small (default) | paper: the sweep's size
+  GRADMEM_ASV_FRAMEWORKS  comma list, default all: which frameworks the sweep runs
+  GRADMEM_ASV_WORKLOADS   comma list, default all
+  GRADMEM_ASV_DEVICES     comma list, default all (cuda cells are n/a without a GPU)
+  GRADMEM_ASV_MODES       comma list, default all
+  GRADMEM_ASV_RECORDS     a JSONL result file to publish instead of sweeping (a sweep
+                          you ran yourself at the commit you pass to --set-commit-hash)
+Cells outside the selection, unavailable, failed or without a figure are NaN (n/a).
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+WORKLOADS = ["chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention", "shared_linear"]
+FRAMEWORKS = ["reference", "autograd", "torch", "jax", "tensorflow", "pytensor"]
+DEVICES = ["cpu", "cuda"]
+MODES = ["eager", "compiled"]
+SIZES = ["tiny", "small", "paper"]
+
+PARAMS = [WORKLOADS, FRAMEWORKS, DEVICES, MODES]
+PARAM_NAMES = ["workload", "framework", "device", "mode"]
+
+# Bump when the meaning of a figure changes (harness method, sweep settings), so asv
+# stops comparing new figures with old ones instead of showing a false step.
+VERSION = "gradmem-1"
+SWEEP_TIMEOUT_S = 4 * 3600  # a `small` sweep of every cell, on a slow CI box
+
+
+class SelectionError(ValueError):
+    """A GRADMEM_ASV_* variable naming something that does not exist."""
+
+
+def _selection(variable, valid, default=None):
+    text = os.environ.get(variable, "")
+    if not text.strip() or text.strip() == "all":
+        return list(default or valid)
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if name not in valid:
+            raise SelectionError(f"{variable}: unknown {name!r}; valid: {', '.join(valid)}")
+    return names
+
+
+def size():
+    return _selection("GRADMEM_ASV_SIZE", SIZES, ["small"])[0]
+
+
+def sweep_command(out_path):
+    """The `python -m harness run` command line of the sweep this environment asks for."""
+    return [
+        sys.executable, "-m", "harness", "run",
+        "--size", size(),
+        "--workloads", ",".join(_selection("GRADMEM_ASV_WORKLOADS", WORKLOADS)),
+        "--frameworks", ",".join(_selection("GRADMEM_ASV_FRAMEWORKS", FRAMEWORKS)),
+        "--devices", ",".join(_selection("GRADMEM_ASV_DEVICES", DEVICES)),
+        "--modes", ",".join(_selection("GRADMEM_ASV_MODES", MODES)),
+        "--out", out_path,
+    ]
+
+
+def read_records(path):
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def index(records):
+    """{(workload, framework, device, mode): record} for the default variant of each cell.
+
+    Variants the asv grid has no axis for (another size or dtype, an optimizer,
+    rematerialisation, another backward order) are left out rather than mixed in.
+    """
+    cells = {}
+    wanted_size = size()
+    for record in records:
+        if record.get("size") != wanted_size or record.get("dtype", "float32") != "float32":
+            continue
+        if record.get("remat") not in (None, "none") or record.get("order") not in (None, "heap"):
+            continue
+        if record.get("optimizer") not in (None, "sgd"):
+            continue
+        key = (record["workload"], record["framework"], record["device"], record["mode"])
+        cells[key] = record
+    return cells
+
+
+def sweep():
+    """setup_cache: one harness sweep, its records indexed by cell."""
+    given = os.environ.get("GRADMEM_ASV_RECORDS")
+    if given:
+        return index(read_records(given))
+    with tempfile.TemporaryDirectory(prefix="gradmem-asv-") as tmp:
+        out = os.path.join(tmp, "sweep.jsonl")
+        done = subprocess.run(sweep_command(out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # Cells that fail are records with a status; a failing sweep is a broken harness.
+        if done.returncode != 0 or not os.path.exists(out):
+            raise RuntimeError(f"harness sweep failed ({done.returncode}):\n{done.stdout[-4000:]}")
+        return index(read_records(out))
+
+
+sweep.timeout = SWEEP_TIMEOUT_S
+
+
+def figure(cache, cell, *path):
+    """The cell record's number at `path` (e.g. "peak_bytes", "total"), or NaN (asv: n/a)
+    when the cell was not swept, did not run, or has no such figure."""
+    value = cache.get(tuple(cell))
+    if value is None or value.get("status") != "ok":
+        return math.nan
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return math.nan
+    return value
+
+
+class Grid:
+    """Base of every benchmark class: the cell grid and the shared sweep."""
+
+    params = PARAMS
+    param_names = PARAM_NAMES
+    setup_cache = staticmethod(sweep)
+    timeout = SWEEP_TIMEOUT_S
+    version = VERSION

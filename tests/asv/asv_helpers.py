@@ -1,0 +1,77 @@
+"""Running asv from tests: a private machine file, temporary results, this suite.
+
+Every asv call here gets HOME set to a temporary directory holding a machine file
+written by tools/asv_machine.py (so the user's ~/.asv-machine.json is never touched)
+and a config derived from the project's asv.conf.json with absolute paths, results
+and site in temporary directories (so the committed results/ are never touched).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+ASV = str(Path(sys.executable).with_name("asv"))
+MACHINE = "gradmem-test"
+
+
+def project_config():
+    from asv import util
+
+    return util.load_json(str(PROJECT / "asv.conf.json"), js_comments=True)
+
+
+def write_config(tmp, repo, benchmark_dir=PROJECT / "benchmarks", **overrides):
+    """A config file in `tmp` for `repo`, results/html/env under `tmp`."""
+    config = project_config()
+    config.update(
+        repo=str(repo), benchmark_dir=str(benchmark_dir),
+        results_dir=str(tmp / "results"), html_dir=str(tmp / "html"), env_dir=str(tmp / "env"),
+    )
+    config.update(overrides)
+    path = tmp / "asv.conf.json"
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def machine_home(tmp):
+    """A HOME whose ~/.asv-machine.json knows MACHINE, written by the project's tool."""
+    home = tmp / "home"
+    home.mkdir(exist_ok=True)
+    subprocess.run([PYTHON, str(PROJECT / "tools" / "asv_machine.py"), "--machine", MACHINE,
+                    "--path", str(home / ".asv-machine.json")], check=True, capture_output=True)
+    return home
+
+
+def environ(home, **variables):
+    env = dict(os.environ, HOME=str(home), **variables)
+    for name in [n for n in env if n.startswith("GRADMEM_ASV_") and n not in variables]:
+        del env[name]  # only what the test asks for
+    return env
+
+
+def run(args, env, cwd, timeout=600):
+    """Run asv; return (CompletedProcess, wall seconds)."""
+    start = time.monotonic()
+    done = subprocess.run([ASV, *args], env=env, cwd=str(cwd), capture_output=True, text=True, timeout=timeout)
+    return done, time.monotonic() - start
+
+
+def git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def existing_env_name(python=PYTHON):
+    """asv's name for `-E existing:<python>` results (the interpreter path is in it)."""
+    from asv.environment import get_env_name
+
+    return get_env_name("existing", python, {}, {})
+
+
+def result_files(results_dir, machine=MACHINE):
+    folder = Path(results_dir) / machine
+    return sorted(p for p in folder.glob("*.json") if p.name != "machine.json")

@@ -1,0 +1,195 @@
+#!/usr/bin/env python
+"""Regression gate for CI: fail when a stored asv figure got worse than its baseline.
+
+`asv compare` always exits 0 and has one factor for everything; memory is
+near-deterministic (a 2 % growth is real) while time is noisy (10 % is not much), so
+this reads the stored results itself and applies a threshold per unit:
+
+    python tools/asv_gate.py --machine NAME                 # HEAD vs the nearest
+                                                            # ancestor with results
+    python tools/asv_gate.py --machine NAME --base v1 --head HEAD --kinds memory
+
+A figure *worsens* when after > before × (1 + threshold) and after − before exceeds an
+absolute floor (a page or two of memory, a millisecond: below that is measurement
+grain, not a regression). A cell that had a figure and now has none (it started to
+fail, oom or time out) worsens too. Exit 0 when nothing worsened, 1 when something
+did, 2 when the comparison cannot be made (no results for a commit, bad arguments).
+"""
+
+import argparse
+import itertools
+import math
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+
+UNIT_KIND = {"bytes": "memory", "seconds": "time"}
+KINDS = ("memory", "time")
+
+
+@dataclass
+class Change:
+    benchmark: str
+    params: str
+    env: str
+    kind: str
+    before: float
+    after: float
+    worse: bool
+
+    @property
+    def ratio(self):
+        if not _finite(self.after):
+            return math.inf
+        return self.after / self.before if self.before else math.inf
+
+
+class GateError(RuntimeError):
+    """The comparison cannot be made; the message says why."""
+
+
+def _finite(value):
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def git(repo, *args):
+    done = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise GateError(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def load_results(results_dir, machine, commit):
+    """{env_name: asv Results} stored for `commit` on `machine`."""
+    from asv import results as asv_results
+
+    found = {}
+    try:
+        for result in asv_results.iter_results_for_machine_and_hash(results_dir, machine, commit):
+            found[result.env_name] = result
+    except Exception as err:  # asv raises UserError for unknown prefixes/machines
+        raise GateError(f"no results for {commit[:8]} on {machine}: {err}") from None
+    return found
+
+
+def nearest_baseline(repo, results_dir, machine, head):
+    """The nearest first-parent ancestor of `head` with stored results on `machine`."""
+    from asv import results as asv_results
+
+    stored = {h for h in asv_results.get_existing_hashes(results_dir)}
+    for commit in git(repo, "rev-list", "--first-parent", f"{head}~1").split():
+        if commit in stored and load_results(results_dir, machine, commit):
+            return commit
+    raise GateError(f"no ancestor of {head[:8]} has results on machine {machine!r} in {results_dir}")
+
+
+def benchmark_units(results_dir):
+    import json
+
+    path = os.path.join(results_dir, "benchmarks.json")
+    if not os.path.exists(path):
+        raise GateError(f"{path} is missing: run asv once to record the suite")
+    with open(path, encoding="utf-8") as handle:
+        suite = json.load(handle)
+    return {name: info for name, info in suite.items() if isinstance(info, dict) and "unit" in info}
+
+
+def compare(before_results, after_results, suite, thresholds, floors, pattern=None):
+    """Every figure present on both sides, as Changes (worse ones flagged)."""
+    changes = []
+    for env in sorted(set(before_results) & set(after_results)):
+        before, after = before_results[env], after_results[env]
+        for name in sorted(set(before.get_result_keys(suite)) & set(after.get_result_keys(suite))):
+            kind = UNIT_KIND.get(suite[name].get("unit"))
+            if kind not in thresholds or (pattern and not re.search(pattern, name)):
+                continue
+            params = after.get_result_params(name)
+            old = before.get_result_value(name, params)
+            new = after.get_result_value(name, params)
+            names = suite[name].get("param_names") or []
+            combos = [", ".join(f"{n}={v.strip(chr(39))}" for n, v in zip(names, combo))
+                      for combo in itertools.product(*params)] if params else [""]
+            if not params:
+                old, new = [old], [new]
+            for combo, a, b in zip(combos, old, new):
+                if not _finite(a):
+                    continue  # no baseline figure: nothing to regress from
+                if not _finite(b):
+                    worse = True  # it ran before and does not now
+                else:
+                    worse = b > a * (1 + thresholds[kind]) and b - a > floors[kind]
+                changes.append(Change(name, combo, env, kind, a, b, worse))
+    return changes
+
+
+def _human(value, kind):
+    if not _finite(value):
+        return "n/a"
+    if kind == "memory":
+        return f"{value / 2**20:.3f} MiB"
+    return f"{value * 1e3:.3f} ms"
+
+
+def report(changes, out=sys.stdout):
+    worse = sorted((c for c in changes if c.worse), key=lambda c: -c.ratio)
+    for change in worse:
+        ratio = "now n/a" if not _finite(change.after) else f"{change.ratio:.3f}x"
+        print(f"WORSE  {ratio:>9}  {_human(change.before, change.kind):>14} -> "
+              f"{_human(change.after, change.kind):>14}  {change.benchmark}({change.params}) [{change.env}]", file=out)
+    print(f"{len(worse)} of {len(changes)} figures worsened", file=out)
+    return worse
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="asv.conf.json")
+    parser.add_argument("--machine", required=True, help="machine name the results are stored under")
+    parser.add_argument("--head", default="HEAD", help="commit to judge (default HEAD)")
+    parser.add_argument("--base", help="baseline commit (default: nearest ancestor with results)")
+    parser.add_argument("--kinds", default="memory,time", help="memory, time or both (default both)")
+    parser.add_argument("--memory-threshold", type=float, default=0.02, help="relative growth allowed (0.02 = 2%%)")
+    parser.add_argument("--time-threshold", type=float, default=0.10)
+    parser.add_argument("--memory-floor", type=float, default=64 * 1024, help="bytes of growth always allowed")
+    parser.add_argument("--time-floor", type=float, default=1e-3, help="seconds of growth always allowed")
+    parser.add_argument("--bench", help="only benchmarks matching this regex")
+    args = parser.parse_args(argv)
+
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in KINDS]
+    if bad or not kinds:
+        print(f"error: unknown kind {', '.join(bad) or '(none)'}; valid kinds: {', '.join(KINDS)}", file=sys.stderr)
+        return 2
+    try:
+        from asv.config import Config
+
+        conf = Config.load(args.config)
+        repo = os.path.abspath(conf.repo) if not re.match(r"^\w+://", conf.repo) else "."
+        head = git(repo, "rev-parse", "--verify", f"{args.head}^{{commit}}")
+        base = (git(repo, "rev-parse", "--verify", f"{args.base}^{{commit}}") if args.base
+                else nearest_baseline(repo, conf.results_dir, args.machine, head))
+        before = load_results(conf.results_dir, args.machine, base)
+        after = load_results(conf.results_dir, args.machine, head)
+        for commit, found in ((base, before), (head, after)):
+            if not found:
+                raise GateError(f"no results for {commit[:8]} on machine {args.machine!r}")
+        if not set(before) & set(after):
+            raise GateError(f"no environment in common: {sorted(before)} vs {sorted(after)}")
+        suite = benchmark_units(conf.results_dir)
+    except GateError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    thresholds = {k: getattr(args, f"{k}_threshold") for k in kinds}
+    floors = {"memory": args.memory_floor, "time": args.time_floor}
+    print(f"gate: {base[:8]} -> {head[:8]} on {args.machine}; "
+          + ", ".join(f"{k} +{t:.0%}" for k, t in thresholds.items()))
+    changes = compare(before, after, suite, thresholds, floors, args.bench)
+    if not changes:
+        print("error: no figure present on both sides to compare", file=sys.stderr)
+        return 2
+    return 1 if report(changes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
