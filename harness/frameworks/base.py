@@ -34,6 +34,9 @@ class Adapter:
     modes = ("eager",)
     #: what "compiled" means here, for the docs and `list` (e.g. "jax.jit")
     compiled_as = ""
+    #: environment variables the worker process must have before it starts (allocator
+    #: settings some frameworks read only at start-up); the worker adds them to its env
+    environment = {}
 
     # ---- cheap: safe in the parent ------------------------------------------------
     def available(self):
@@ -85,6 +88,11 @@ class Adapter:
         on its first call.
         """
         raise NotImplementedError
+
+    def settings(self):
+        """{name: value} of what load() configured (thread counts, flags), for the
+        result's provenance. Empty by default."""
+        return {}
 
     def split_vjp(self, loss_fn, mode="eager"):
         """(forward, backward) so the two phases can be measured apart, or None.
