@@ -1,0 +1,294 @@
+"""JAX: the op set on ``jax.numpy``, ``jax.nn`` and ``jax.lax``; eager and ``jax.jit``.
+
+Ops: ``jnp.matmul``, ``jnp.take`` (embeddings), ``jax.nn.softmax`` / ``logsumexp`` /
+``sigmoid`` / ``relu``, ``jax.lax.conv_general_dilated`` with NCHW/OIHW dimension
+numbers (XLA picks its own layout), ``jax.lax.reduce_window`` with ``lax.max`` for
+pooling (its gradient is XLA's select-and-scatter), ``jnp.repeat`` on H and W for
+nearest upsampling (a broadcast and a reshape; ``jax.image.resize(..., "nearest")``
+computes the same values with a gather). Python numbers are weakly typed in JAX, so
+they never change an array's dtype.
+
+float64: ``load()`` turns on ``jax_enable_x64``, otherwise JAX silently computes a
+float64 workload in float32.
+
+Modes:
+
+- ``"eager"``: ``jax.value_and_grad`` called without ``jit``: every primitive runs as
+  soon as it is traced, op by op, and the linearised residuals are concrete arrays
+  (JAX compiles each primitive once per shape on first use: warm up before timing).
+- ``"compiled"``: ``jax.jit(jax.value_and_grad(loss))``: XLA plans the buffers of the
+  whole forward + backward. The workloads' Python loops are unrolled into the trace,
+  so compile time grows with loop length (notes/memory.md: 207 s at L=2000).
+
+``split_vjp``: eager = ``jax.vjp`` (forward, keeping the residuals in the returned VJP
+function) and that function applied to a cotangent of one. Compiled = ``jax.jit`` of
+the forward returning ``(loss, vjp_fn)`` (the VJP function is a pytree whose leaves
+are the residuals, so they leave the compiled forward as its outputs), and a jitted
+backward taking it. Two programs fuse less than one ``jit``: the residuals must be
+materialised between them, as in any forward/backward split.
+
+``optimizer``: the base class's functional SGD/Adam on the op set (optax is not a
+dependency), run op by op.
+"""
+
+import os
+import sys
+
+from harness.choices import check_choice
+from harness.frameworks import threads
+from harness.frameworks.base import Adapter, Unavailable
+
+
+class JaxAdapter(Adapter):
+    name = "jax"
+    module = "jax"
+    distributions = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt")
+    modes = ("eager", "compiled")
+    compiled_as = "jax.jit(jax.value_and_grad(loss))"
+    # GPU: no 75 % preallocation, so the device holds what JAX uses (NVML figures mean
+    # something); BFC stats are unaffected. XLA_PYTHON_CLIENT_ALLOCATOR=platform is
+    # not set: it is silently BFC and does not free in jaxlib 0.10.2 (memory.md, 7).
+    environment = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+
+    def __init__(self):
+        self._device = None
+        self._settings = {}
+
+    # ---- in the worker -------------------------------------------------------------
+    def load(self, device="cpu", mode="eager"):
+        check_choice("jax device", device, ("cpu", "cuda"))
+        self.check_mode(mode)
+        for key, value in self.environment.items():
+            os.environ.setdefault(key, value)  # read when the backend starts
+        settings = _fix_threads()
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+        if device == "cuda":
+            jax_device = _cuda_device_or_raise(jax)
+        else:
+            jax_device = jax.devices("cpu")[0]
+        # Arrays made without an explicit device (constants inside ops) go here too.
+        jax.config.update("jax_default_device", jax_device)
+        self._device = jax_device
+        settings.update(
+            {
+                "jax_enable_x64": True,
+                "jax_default_device": str(jax_device),
+                **{key: os.environ.get(key) for key in self.environment},
+            }
+        )
+        self._settings = settings
+        self.ops = _make_ops(jax)
+        return self
+
+    def settings(self):
+        return dict(self._settings)
+
+    def devices(self):
+        found = ["cpu"]
+        if _nvidia_device_nodes():  # cheap: no GPU node, no jax import
+            import jax
+
+            try:
+                _cuda_device_or_raise(jax)
+                found.append("cuda")
+            except Unavailable:
+                pass
+        return found
+
+    def from_numpy(self, tree, device="cpu"):
+        import jax
+
+        target = self._device if self._device is not None else jax.devices(device)[0]
+        return {k: jax.device_put(v, target) for k, v in tree.items()}
+
+    def to_numpy(self, tree):
+        import numpy as np
+
+        if isinstance(tree, dict):
+            return {k: self.to_numpy(v) for k, v in tree.items()}
+        return np.asarray(tree)  # waits for the computation (async dispatch)
+
+    def sync(self, tree):
+        import jax
+
+        return jax.block_until_ready(tree)
+
+    def _bound(self, loss_fn):
+        ops = self.ops
+        return lambda params, inputs: loss_fn(ops, params, inputs)
+
+    def value_and_grad(self, loss_fn, mode="eager"):
+        self.check_mode(mode)
+        import jax
+
+        step = jax.value_and_grad(self._bound(loss_fn))
+        return jax.jit(step) if mode == "compiled" else step
+
+    def split_vjp(self, loss_fn, mode="eager"):
+        self.check_mode(mode)
+        import jax
+        import jax.numpy as jnp
+
+        loss = self._bound(loss_fn)
+
+        def forward(params, inputs):
+            return jax.vjp(lambda p: loss(p, inputs), params)  # (loss, vjp_fn)
+
+        def backward_of(value, vjp_fn):
+            (grads,) = vjp_fn(jnp.ones_like(value))
+            return grads
+
+        if mode == "compiled":
+            forward = jax.jit(forward)
+            backward_of = jax.jit(backward_of)
+        return forward, lambda state: backward_of(*state)
+
+    # ---- CUDA: everything device-specific for JAX is below ---------------------------
+    def device_memory_probe(self, device):
+        if device != "cuda":
+            return None  # memory_stats() is None on CPU
+        return JaxCudaProbe(self._device)
+
+
+class JaxCudaProbe:
+    """XLA's BFC allocator on one GPU, from ``device.memory_stats()``. All figures are
+    absolute bytes; ``baseline_bytes`` is ``bytes_in_use`` at ``reset()``.
+
+    jaxlib 0.10.2 cannot reset the peak (jax#8096): ``peak_bytes()`` is the peak
+    *since the process started* (compilation and autotuning scratch included), so
+    ``peak_bytes() - baseline_bytes`` is the phase's peak only if nothing earlier in
+    the process went higher. One measured phase per fresh process is exact; later
+    phases are upper bounds (``peak_since_reset`` is False to say so). Reads wait for
+    every live array first (async dispatch)."""
+
+    peak_since_reset = False
+
+    def __init__(self, device):
+        self.device = device
+        self.baseline_bytes = 0
+
+    def _stats(self):
+        import jax
+
+        jax.block_until_ready(jax.live_arrays())
+        return self.device.memory_stats() or {}
+
+    def reset(self):
+        self.baseline_bytes = self._stats().get("bytes_in_use", 0)
+
+    def current_bytes(self):
+        return self._stats().get("bytes_in_use", 0)
+
+    def peak_bytes(self):
+        return self._stats().get("peak_bytes_in_use", 0)
+
+    def reserved_bytes(self):
+        return self._stats().get("bytes_reserved")
+
+    def peak_reserved_bytes(self):
+        return self._stats().get("peak_bytes_reserved")
+
+
+def _cuda_device_or_raise(jax):
+    """JAX's first CUDA device, or Unavailable saying why there is none."""
+    import importlib.util
+
+    try:
+        return jax.devices("cuda")[0]
+    except RuntimeError as err:
+        if importlib.util.find_spec("jax_plugins") is None:
+            raise Unavailable(
+                "jaxlib here has no CUDA backend (pip install 'jax[cuda12]' on a machine with a GPU)"
+            ) from err
+        raise Unavailable(f"JAX found no usable CUDA GPU: {err}") from err
+
+
+def _nvidia_device_nodes():
+    """True when the NVIDIA driver exposes a GPU (checked without importing jax)."""
+    import glob
+
+    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
+
+
+# ---- threads ----------------------------------------------------------------------------
+def _fix_threads():
+    """XLA's CPU client sizes its Eigen pool from PJRT_NPROC when it starts (there is
+    no API): set it before the backend exists. A second load() in the same process
+    (tests) finds the backend running and records the count it started with."""
+    count = threads.thread_count()
+    started = "jax" in sys.modules and _backends_running()
+    if not started:
+        os.environ["PJRT_NPROC"] = str(count)
+    return {
+        "threads": count,
+        "PJRT_NPROC": os.environ.get("PJRT_NPROC"),
+        "xla_backend_started_before_load": started,
+    }
+
+
+def _backends_running():
+    from jax._src import xla_bridge
+
+    return xla_bridge.backends_are_initialized()
+
+
+# ---- the op set -------------------------------------------------------------------------
+def _make_ops(jax):
+    import types
+
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+
+    def conv2d(x, w, stride=1, padding=0):
+        return lax.conv_general_dilated(
+            x,
+            w,
+            window_strides=(stride, stride),
+            padding=((padding, padding), (padding, padding)),
+            dimension_numbers=("NCHW", "OIHW", "NCHW"),
+        )
+
+    def max_pool2d(x, size=2):
+        # -inf of x's dtype: JAX recognises (max, -inf) as the max monoid and uses its
+        # differentiable reduce_window_max; "VALID" drops a ragged edge, as torch does.
+        window = (1, 1, size, size)
+        return lax.reduce_window(x, np.array(-np.inf, x.dtype), lax.max, window, window, "VALID")
+
+    def upsample2d(x, scale=2):
+        return jnp.repeat(jnp.repeat(x, scale, axis=2), scale, axis=3)
+
+    return types.SimpleNamespace(
+        add=jnp.add,
+        sub=jnp.subtract,
+        mul=jnp.multiply,
+        div=jnp.true_divide,
+        neg=jnp.negative,
+        exp=jnp.exp,
+        log=jnp.log,
+        sqrt=jnp.sqrt,
+        tanh=jnp.tanh,
+        sigmoid=jax.nn.sigmoid,
+        relu=jax.nn.relu,
+        sin=jnp.sin,
+        cos=jnp.cos,
+        matmul=jnp.matmul,
+        sum=lambda x, axis=None, keepdims=False: jnp.sum(x, axis=axis, keepdims=keepdims),
+        mean=lambda x, axis=None, keepdims=False: jnp.mean(x, axis=axis, keepdims=keepdims),
+        max=lambda x, axis=None, keepdims=False: jnp.max(x, axis=axis, keepdims=keepdims),
+        reshape=lambda x, shape: jnp.reshape(x, tuple(shape)),
+        permute_dims=lambda x, axes: jnp.transpose(x, tuple(axes)),
+        concat=lambda xs, axis=0: jnp.concatenate(list(xs), axis=axis),
+        stack=lambda xs, axis=0: jnp.stack(list(xs), axis=axis),
+        getitem=lambda x, key: x[key],
+        take=lambda x, indices, axis=0: jnp.take(x, indices, axis=axis),
+        where=jnp.where,
+        softmax=lambda x, axis=-1: jax.nn.softmax(x, axis=axis),
+        logsumexp=lambda x, axis=-1, keepdims=False: jax.nn.logsumexp(x, axis=axis, keepdims=keepdims),
+        conv2d=conv2d,
+        max_pool2d=max_pool2d,
+        upsample2d=upsample2d,
+        cumsum=lambda x, axis: jnp.cumsum(x, axis=axis),
+    )

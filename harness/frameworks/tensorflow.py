@@ -1,0 +1,337 @@
+"""TensorFlow: the op set on ``tf.*``; eager (GradientTape) and ``tf.function``.
+
+Ops: ``tf.linalg.matmul``, ``tf.gather`` (embeddings), ``tf.nn.softmax``,
+``tf.reduce_logsumexp``, ``tf.math.cumsum``, ``tf.nn.conv2d``, ``tf.nn.max_pool2d``...
+Binary elementwise ops are the Python operators (``x + y`` is ``tf.math.add``), which
+convert a Python number to the tensor's dtype on either side (``tf.math.add(2.0, x)``
+with a float64 ``x`` fails: it converts 2.0 to float32 first).
+
+NCHW: TensorFlow's CPU kernels for ``conv2d`` and ``max_pool2d`` only support NHWC
+(``data_format="NCHW"`` raises on CPU), so those two ops transpose NCHW -> NHWC (and
+the OIHW weights -> HWIO) in and back out. The transposes are real TF ops whose
+buffers count in TF's memory, as they do for any TF user holding NCHW data on a CPU.
+``upsample2d`` is ``tf.repeat`` on H and W, layout-free (``tf.image.resize`` would
+need the same transposes).
+
+Gradients: ``tape.gradient`` of ``tf.gather`` is an ``IndexedSlices``; it is made
+dense (``tf.convert_to_tensor``), as torch's ``embedding`` and JAX's ``take`` give
+dense gradients, so every framework returns the same kind of array. Params that do
+not reach the loss get zeros (``UnconnectedGradients.ZERO``).
+
+Modes:
+
+- ``"eager"``: the loss runs op by op under a ``tf.GradientTape``; ``tape.gradient``
+  runs the recorded backward.
+- ``"compiled"``: the same gradient step in a ``tf.function`` (graph mode, Grappler's
+  rewrites, inter-op parallel execution). ``jit_compile`` is off: plain
+  ``tf.function`` is what most TF code runs. ``TensorflowAdapter(jit_compile=True)``
+  selects XLA (its memory differs: notes/memory.md table 1, 158 vs 116 MB).
+
+``split_vjp``: eager = the forward under a ``GradientTape`` (the tape keeps what the
+backward needs), backward = ``tape.gradient``. Compiled: None, the phases are measured
+together. A tape cannot leave a ``tf.function``: the forward's intermediates live in
+the graph's execution frame and are freed when the function returns, so a separate
+backward function would have to recompute the forward (it would measure a different
+algorithm, not a phase).
+
+``optimizer``: the base class's functional SGD/Adam on the op set. Keras optimizers
+need ``tf.Variable`` params and add Keras' own slot bookkeeping; the functional step
+keeps the three frameworks' optimizer phases comparable.
+"""
+
+import os
+import sys
+
+from harness.choices import check_choice
+from harness.frameworks import threads
+from harness.frameworks.base import Adapter, Unavailable
+
+
+class TensorflowAdapter(Adapter):
+    name = "tensorflow"
+    module = "tensorflow"
+    distributions = ("tensorflow", "tensorflow-cpu", "keras")
+    modes = ("eager", "compiled")
+    compiled_as = "tf.function(gradient step), jit_compile=False"
+    environment = {
+        # oneDNN's CPU allocator is a caching BFC pool for blocks >= 4 KiB: RSS after a
+        # warm-up shows 0-8 MB instead of ~110 MB (memory.md 2d). System malloc instead;
+        # the oneDNN kernels stay. Read once, at start-up.
+        "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1",
+        # GPU: grow the BFC pool on demand instead of taking almost all the memory.
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+        # Keep the worker's stderr for errors (no INFO/WARNING start-up banner).
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
+
+    def __init__(self, jit_compile=False):
+        self.jit_compile = bool(jit_compile)
+        if self.jit_compile:
+            self.compiled_as = "tf.function(gradient step, jit_compile=True): XLA"
+        self._device_name = "/CPU:0"
+        self._settings = {}
+
+    # ---- in the worker -------------------------------------------------------------
+    def load(self, device="cpu", mode="eager"):
+        check_choice("tensorflow device", device, ("cpu", "cuda"))
+        self.check_mode(mode)
+        fresh = "tensorflow" not in sys.modules
+        if fresh:  # these are read when TF starts; a worker has set them already
+            for key, value in self.environment.items():
+                os.environ.setdefault(key, value)
+        import tensorflow as tf
+
+        settings = _fix_threads(tf)
+        if device == "cuda":
+            self._device_name = _cuda_device_or_raise(tf)
+        else:
+            _hide_gpus(tf)
+            self._device_name = "/CPU:0"
+        settings.update({key: os.environ.get(key) for key in self.environment})
+        settings["tf.function jit_compile"] = self.jit_compile
+        settings["tensorflow imported by load"] = fresh
+        self._settings = settings
+        self.ops = _make_ops(tf)
+        return self
+
+    def settings(self):
+        return dict(self._settings)
+
+    def devices(self):
+        found = ["cpu"]
+        if _nvidia_device_nodes():  # cheap: no GPU node, no TF import
+            import tensorflow as tf
+
+            try:
+                _cuda_device_or_raise(tf)
+                found.append("cuda")
+            except Unavailable:
+                pass
+        return found
+
+    def from_numpy(self, tree, device="cpu"):
+        import tensorflow as tf
+
+        with tf.device(self._device_name):
+            # identity places the copy on the device (constant() builds on the host)
+            return {k: tf.identity(tf.constant(v)) for k, v in tree.items()}
+
+    def to_numpy(self, tree):
+        if isinstance(tree, dict):
+            return {k: self.to_numpy(v) for k, v in tree.items()}
+        return tree.numpy()  # copies to the host, waiting for the device
+
+    def sync(self, tree):
+        if self._device_name != "/CPU:0":
+            import tensorflow as tf
+
+            tf.test.experimental.sync_devices()
+        return tree  # CPU: eager ops and tf.function calls return computed tensors
+
+    def _gradient_step(self, loss_fn):
+        import tensorflow as tf
+
+        ops, device_name = self.ops, self._device_name
+
+        def step(params, inputs):
+            with tf.device(device_name):
+                with tf.GradientTape() as tape:
+                    tape.watch(params)
+                    loss = loss_fn(ops, params, inputs)
+                grads = tape.gradient(loss, params, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+                return loss, _dense(tf, grads)
+
+        return step
+
+    def value_and_grad(self, loss_fn, mode="eager"):
+        self.check_mode(mode)
+        import tensorflow as tf
+
+        step = self._gradient_step(loss_fn)
+        if mode == "compiled":
+            return tf.function(step, jit_compile=self.jit_compile)
+        return step
+
+    def split_vjp(self, loss_fn, mode="eager"):
+        self.check_mode(mode)
+        if mode == "compiled":
+            return None  # a tape cannot leave a tf.function (module docstring)
+        import tensorflow as tf
+
+        ops, device_name = self.ops, self._device_name
+
+        def forward(params, inputs):
+            with tf.device(device_name):
+                tape = tf.GradientTape()
+                with tape:
+                    tape.watch(params)
+                    loss = loss_fn(ops, params, inputs)
+            return (loss, tape, params)
+
+        def backward(state):
+            loss, tape, params = state
+            with tf.device(device_name):
+                grads = tape.gradient(loss, params, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+                return _dense(tf, grads)
+
+        return forward, backward
+
+    # ---- CUDA: everything device-specific for TensorFlow is below --------------------
+    def device_memory_probe(self, device):
+        if device != "cuda":
+            return None  # get_memory_info('CPU:0') is unsupported (memory.md 2d)
+        import tensorflow as tf
+
+        return TensorflowGpuProbe(tf, self._device_name.lstrip("/"))
+
+
+class TensorflowGpuProbe:
+    """TF's GPU BFC allocator, from ``tf.config.experimental.get_memory_info``. All
+    figures are absolute bytes in use (chunk sizes, 256 B rounded: an upper bound of
+    live bytes); ``baseline_bytes`` is ``current`` at ``reset()``. ``reset_memory_stats``
+    sets the peak to the current value, so the peak counts from ``reset()``. TF exposes
+    no reserved (pool) figure. Reads synchronise the devices first."""
+
+    peak_since_reset = True
+
+    def __init__(self, tf, name="GPU:0"):
+        self.tf, self.name = tf, name
+        self.baseline_bytes = 0
+
+    def _info(self):
+        self.tf.test.experimental.sync_devices()
+        return self.tf.config.experimental.get_memory_info(self.name)
+
+    def reset(self):
+        self.tf.test.experimental.sync_devices()
+        self.tf.config.experimental.reset_memory_stats(self.name)
+        self.baseline_bytes = self._info()["current"]
+
+    def current_bytes(self):
+        return self._info()["current"]
+
+    def peak_bytes(self):
+        return self._info()["peak"]
+
+
+def _cuda_device_or_raise(tf):
+    """"/GPU:0" when TF can use a GPU here (with memory growth on), else Unavailable."""
+    if not tf.test.is_built_with_cuda():
+        raise Unavailable("this TensorFlow build has no CUDA support (tensorflow-cpu); install tensorflow[and-cuda]")
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        raise Unavailable("TensorFlow is a CUDA build, but sees no GPU")
+    for gpu in gpus:
+        try:  # before the GPU is initialised; TF_FORCE_GPU_ALLOW_GROWTH does the same
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:
+            pass  # already initialised (a second load in one process)
+    return "/GPU:0"
+
+
+def _hide_gpus(tf):
+    """A cpu cell must not run on a GPU that TF would otherwise pick for every op."""
+    if tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.set_visible_devices([], "GPU")
+        except RuntimeError:
+            pass  # already initialised: ops are still pinned with tf.device("/CPU:0")
+
+
+def _nvidia_device_nodes():
+    """True when the NVIDIA driver exposes a GPU (checked without importing TF)."""
+    import glob
+
+    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
+
+
+# ---- threads ----------------------------------------------------------------------------
+def _fix_threads(tf):
+    """TF's intra-op and inter-op pools to GRADMEM_THREADS. Settable only before TF's
+    runtime starts; a second load() in one process (tests) records what it has."""
+    count = threads.thread_count()
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(count)
+        tf.config.threading.set_inter_op_parallelism_threads(count)
+    except RuntimeError:
+        pass
+    return {
+        "threads": count,
+        "tf.intra_op_parallelism_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+        "tf.inter_op_parallelism_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+    }
+
+
+# ---- the op set -------------------------------------------------------------------------
+def _dense(tf, grads):
+    """tape.gradient gives IndexedSlices for gather: make every gradient a dense tensor."""
+    return {k: tf.convert_to_tensor(g) for k, g in grads.items()}
+
+
+def _axes(axis):
+    return list(axis) if isinstance(axis, tuple) else axis
+
+
+def _make_ops(tf):
+    import types
+
+    def like(value, other):
+        """A Python number as a tensor of `other`'s dtype (tf.where does not convert)."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return tf.constant(value, dtype=other.dtype)
+        return value
+
+    def where(cond, x, y):
+        if isinstance(x, (int, float)):
+            x = like(x, y)
+        y = like(y, x)
+        return tf.where(cond, x, y)
+
+    def conv2d(x, w, stride=1, padding=0):
+        # CPU conv2d is NHWC only: NCHW -> NHWC, OIHW -> HWIO, and back.
+        pad = "VALID" if padding == 0 else [[0, 0], [padding, padding], [padding, padding], [0, 0]]
+        out = tf.nn.conv2d(
+            tf.transpose(x, [0, 2, 3, 1]), tf.transpose(w, [2, 3, 1, 0]), strides=stride, padding=pad
+        )
+        return tf.transpose(out, [0, 3, 1, 2])
+
+    def max_pool2d(x, size=2):
+        # CPU max_pool is NHWC only; "VALID" drops a ragged edge, as torch does.
+        out = tf.nn.max_pool2d(tf.transpose(x, [0, 2, 3, 1]), ksize=size, strides=size, padding="VALID")
+        return tf.transpose(out, [0, 3, 1, 2])
+
+    def upsample2d(x, scale=2):
+        return tf.repeat(tf.repeat(x, scale, axis=2), scale, axis=3)
+
+    return types.SimpleNamespace(
+        add=lambda x, y: x + y,
+        sub=lambda x, y: x - y,
+        mul=lambda x, y: x * y,
+        div=lambda x, y: x / y,
+        neg=tf.math.negative,
+        exp=tf.math.exp,
+        log=tf.math.log,
+        sqrt=tf.math.sqrt,
+        tanh=tf.math.tanh,
+        sigmoid=tf.math.sigmoid,
+        relu=tf.nn.relu,
+        sin=tf.math.sin,
+        cos=tf.math.cos,
+        matmul=tf.linalg.matmul,
+        sum=lambda x, axis=None, keepdims=False: tf.reduce_sum(x, axis=_axes(axis), keepdims=keepdims),
+        mean=lambda x, axis=None, keepdims=False: tf.reduce_mean(x, axis=_axes(axis), keepdims=keepdims),
+        max=lambda x, axis=None, keepdims=False: tf.reduce_max(x, axis=_axes(axis), keepdims=keepdims),
+        reshape=lambda x, shape: tf.reshape(x, list(shape)),
+        permute_dims=lambda x, axes: tf.transpose(x, list(axes)),
+        concat=lambda xs, axis=0: tf.concat(list(xs), axis=axis),
+        stack=lambda xs, axis=0: tf.stack(list(xs), axis=axis),
+        getitem=lambda x, key: x[key],
+        take=lambda x, indices, axis=0: tf.gather(x, indices, axis=axis),
+        where=where,
+        softmax=lambda x, axis=-1: tf.nn.softmax(x, axis=axis),
+        logsumexp=lambda x, axis=-1, keepdims=False: tf.reduce_logsumexp(x, axis=_axes(axis), keepdims=keepdims),
+        conv2d=conv2d,
+        max_pool2d=max_pool2d,
+        upsample2d=upsample2d,
+        cumsum=lambda x, axis: tf.math.cumsum(x, axis=axis),
+    )

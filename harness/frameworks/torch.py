@@ -1,0 +1,301 @@
+"""PyTorch: the op set on torch's own functions; eager and ``torch.compile``.
+
+Every op is the function a PyTorch user calls: ``torch.matmul``,
+``torch.nn.functional.conv2d`` / ``max_pool2d`` / ``interpolate(mode="nearest")`` /
+``embedding``, ``torch.logsumexp``, ``torch.cumsum``... Binary elementwise ops are
+the Python operators (``x + y`` is ``torch.add``), because ``torch.add(2.0, x)``
+rejects a Python number on the left; a Python number never changes a tensor's dtype.
+
+Modes:
+
+- ``"eager"``: the loss runs op by op; ``torch.autograd.grad`` walks the graph autograd
+  recorded (what ``loss.backward()`` does, without touching ``.grad``).
+- ``"compiled"``: ``torch.compile(loss, dynamic=False)`` (TorchDynamo + Inductor, C++
+  kernels built with g++ on CPU); AOTAutograd compiles the backward too, and
+  ``torch.autograd.grad`` runs it. This is how PyTorch users compile training: the model
+  is compiled, the backward follows. ``dynamic=False`` specialises on shapes (one cell
+  = one shape; no dynamic-shape recompile). Compilation happens on the first call and
+  costs seconds even for tiny graphs (~25 s with a cold Inductor cache on this 2-core
+  machine; the cache lives in /tmp/torchinductor_$USER and makes later compiles of the
+  same graph much shorter).
+
+``split_vjp`` (both modes): forward = the loss with ``requires_grad`` leaves (autograd
+keeps what the backward needs on the graph), backward = ``torch.autograd.grad``, which
+frees the graph's saved tensors as it goes.
+
+``optimizer``: the native ``torch.optim.SGD`` / ``torch.optim.Adam`` (what PyTorch
+users run); it updates the params given to ``optimizer()`` in place and returns them.
+"""
+
+import shutil
+
+from harness.choices import OPTIMIZERS, check_choice
+from harness.frameworks import threads
+from harness.frameworks.base import Adapter, Unavailable
+
+
+class TorchAdapter(Adapter):
+    name = "torch"
+    module = "torch"
+    distributions = ("torch",)
+    modes = ("eager", "compiled")
+    compiled_as = "torch.compile(loss, dynamic=False): Inductor (C++ on CPU), AOTAutograd backward"
+    # torch reads no allocator setting at start-up on CPU. On CUDA the caching
+    # allocator's defaults are what users run (PYTORCH_CUDA_ALLOC_CONF left unset).
+    environment = {}
+
+    def __init__(self):
+        self.device = "cpu"
+        self._settings = {}
+
+    # ---- in the worker -------------------------------------------------------------
+    def load(self, device="cpu", mode="eager"):
+        check_choice("torch device", device, ("cpu", "cuda"))
+        self.check_mode(mode)
+        import torch
+
+        self._settings = _fix_threads(torch)
+        if device == "cuda":
+            reason = _cuda_unavailable_reason(torch)
+            if reason:
+                raise Unavailable(reason)
+        if mode == "compiled":
+            import torch._inductor.config as inductor_config
+
+            cxx = inductor_config.cpp.cxx[-1] if device == "cpu" else None
+            if cxx and shutil.which(cxx) is None:
+                raise Unavailable(f"torch.compile on CPU needs the C++ compiler {cxx!r}, which is not on PATH")
+            self._settings["torch.compile"] = "dynamic=False, backend=inductor"
+        self.device = device
+        self.ops = _make_ops(torch)
+        return self
+
+    def settings(self):
+        return dict(self._settings)
+
+    def devices(self):
+        found = ["cpu"]
+        if _nvidia_device_nodes():  # cheap: no GPU node, no torch import
+            import torch
+
+            if not _cuda_unavailable_reason(torch):
+                found.append("cuda")
+        return found
+
+    def from_numpy(self, tree, device="cpu"):
+        import numpy as np
+        import torch
+
+        # A copy: torch.optim updates params in place, and must not write into the
+        # caller's NumPy arrays.
+        return {k: torch.from_numpy(np.array(v, copy=True)).to(device) for k, v in tree.items()}
+
+    def to_numpy(self, tree):
+        if isinstance(tree, dict):
+            return {k: self.to_numpy(v) for k, v in tree.items()}
+        return tree.detach().cpu().numpy()  # .cpu() waits for the device
+
+    def sync(self, tree):
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+        return tree
+
+    def _loss_callable(self, loss_fn, mode):
+        self.check_mode(mode)
+        ops = self.ops
+
+        def loss(params, inputs):
+            return loss_fn(ops, params, inputs)
+
+        if mode == "compiled":
+            import torch
+
+            return torch.compile(loss, dynamic=False)
+        return loss
+
+    def value_and_grad(self, loss_fn, mode="eager"):
+        import torch
+
+        loss_of = self._loss_callable(loss_fn, mode)
+
+        def step(params, inputs):
+            with torch.enable_grad():
+                leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+                loss = loss_of(leaves, inputs)
+                grads = torch.autograd.grad(loss, list(leaves.values()))
+            return loss.detach(), dict(zip(leaves, grads))
+
+        return step
+
+    def split_vjp(self, loss_fn, mode="eager"):
+        import torch
+
+        loss_of = self._loss_callable(loss_fn, mode)
+
+        def forward(params, inputs):
+            with torch.enable_grad():
+                leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+                return (loss_of(leaves, inputs), leaves)
+
+        def backward(state):
+            loss, leaves = state
+            grads = torch.autograd.grad(loss, list(leaves.values()))
+            return dict(zip(leaves, grads))
+
+        return forward, backward
+
+    def loss_of(self, state):
+        return state[0].detach()
+
+    def optimizer(self, kind, params, lr=1e-3):
+        import torch
+
+        check_choice("optimizer", kind, OPTIMIZERS)
+        names = list(params)
+        tensors = [params[k] for k in names]
+        native = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}[kind](tensors, lr=lr)
+
+        def update(params, grads):
+            for name, tensor in zip(names, tensors):
+                tensor.grad = grads[name]
+            native.step()
+            native.zero_grad(set_to_none=True)  # drop the grads, as a training loop does
+            return dict(zip(names, tensors))
+
+        return update
+
+    # ---- CUDA: everything device-specific for torch is below -------------------------
+    def device_memory_probe(self, device):
+        if device != "cuda":
+            return None
+        import torch
+
+        return TorchCudaProbe(torch)
+
+
+class TorchCudaProbe:
+    """torch's caching allocator on the current CUDA device. All figures are absolute
+    bytes; ``baseline_bytes`` is ``memory_allocated()`` at ``reset()``, and the peaks
+    count from ``reset()`` (``reset_peak_memory_stats``). ``*_bytes`` are the tensor
+    blocks handed out (rounded sizes); ``*reserved*`` the segments held from cudaMalloc.
+    Every read synchronises first so stream-ordered frees have happened."""
+
+    peak_since_reset = True
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.baseline_bytes = 0
+
+    def _sync(self):
+        self.torch.cuda.synchronize(self.device)
+
+    def reset(self):
+        self._sync()
+        self.torch.cuda.reset_peak_memory_stats(self.device)
+        self.baseline_bytes = self.torch.cuda.memory_allocated(self.device)
+
+    def current_bytes(self):
+        self._sync()
+        return self.torch.cuda.memory_allocated(self.device)
+
+    def peak_bytes(self):
+        self._sync()
+        return self.torch.cuda.max_memory_allocated(self.device)
+
+    def reserved_bytes(self):
+        self._sync()
+        return self.torch.cuda.memory_reserved(self.device)
+
+    def peak_reserved_bytes(self):
+        self._sync()
+        return self.torch.cuda.max_memory_reserved(self.device)
+
+
+def _cuda_unavailable_reason(torch):
+    """"" when torch can use a CUDA GPU here, else why not."""
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a CPU-only build (install a CUDA build of torch for cuda)"
+    if not torch.cuda.is_available():
+        return "torch is a CUDA build, but no CUDA GPU is visible (torch.cuda.is_available() is False)"
+    return ""
+
+
+def _nvidia_device_nodes():
+    """True when the NVIDIA driver exposes a GPU (checked without importing torch)."""
+    import glob
+
+    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
+
+
+# ---- threads ----------------------------------------------------------------------------
+def _fix_threads(torch):
+    """torch's intra-op pool (set_num_threads) and inter-op pool to GRADMEM_THREADS."""
+    count = threads.thread_count()
+    torch.set_num_threads(count)
+    try:
+        torch.set_num_interop_threads(count)
+    except RuntimeError:
+        # Only settable before the first inter-op work; a second load() in the same
+        # process (tests) finds it set already, and records what it is.
+        pass
+    return {
+        "threads": count,
+        "torch.get_num_threads": torch.get_num_threads(),
+        "torch.get_num_interop_threads": torch.get_num_interop_threads(),
+    }
+
+
+# ---- the op set -------------------------------------------------------------------------
+def _all_axes(x, axis):
+    """torch reduces over `dim`; the contract's None means every axis."""
+    return tuple(range(x.ndim)) if axis is None else axis
+
+
+def _make_ops(torch):
+    import types
+
+    F = torch.nn.functional
+
+    def take(x, indices, axis=0):
+        axis = axis % x.ndim
+        if axis == 0 and x.ndim == 2:
+            return F.embedding(indices, x)  # nn.Embedding's op: what embedding users run
+        flat = torch.index_select(x, axis, indices.reshape(-1))
+        return flat.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1 :])
+
+    return types.SimpleNamespace(
+        add=lambda x, y: x + y,
+        sub=lambda x, y: x - y,
+        mul=lambda x, y: x * y,
+        div=lambda x, y: x / y,
+        neg=torch.neg,
+        exp=torch.exp,
+        log=torch.log,
+        sqrt=torch.sqrt,
+        tanh=torch.tanh,
+        sigmoid=torch.sigmoid,
+        relu=torch.relu,
+        sin=torch.sin,
+        cos=torch.cos,
+        matmul=torch.matmul,
+        sum=lambda x, axis=None, keepdims=False: torch.sum(x, dim=_all_axes(x, axis), keepdim=keepdims),
+        mean=lambda x, axis=None, keepdims=False: torch.mean(x, dim=_all_axes(x, axis), keepdim=keepdims),
+        # amax, not max(dim): the gradient is shared among ties, as in NumPy-based engines
+        max=lambda x, axis=None, keepdims=False: torch.amax(x, dim=_all_axes(x, axis), keepdim=keepdims),
+        reshape=lambda x, shape: torch.reshape(x, tuple(shape)),
+        permute_dims=lambda x, axes: torch.permute(x, tuple(axes)),
+        concat=lambda xs, axis=0: torch.cat(list(xs), dim=axis),
+        stack=lambda xs, axis=0: torch.stack(list(xs), dim=axis),
+        getitem=lambda x, key: x[key],
+        take=take,
+        where=torch.where,
+        softmax=lambda x, axis=-1: torch.softmax(x, dim=axis),
+        logsumexp=lambda x, axis=-1, keepdims=False: torch.logsumexp(x, dim=_all_axes(x, axis), keepdim=keepdims),
+        conv2d=lambda x, w, stride=1, padding=0: F.conv2d(x, w, stride=stride, padding=padding),
+        max_pool2d=lambda x, size=2: F.max_pool2d(x, kernel_size=size, stride=size),
+        upsample2d=lambda x, scale=2: F.interpolate(x, scale_factor=scale, mode="nearest"),
+        cumsum=lambda x, axis: torch.cumsum(x, dim=axis),
+    )
