@@ -1,0 +1,58 @@
+"""The environment a worker starts with, per pass, and what goes into provenance.
+
+Set before the interpreter starts, because the libraries read them only then:
+
+- every pass: one thread count for every framework (harness/frameworks/threads.py:
+  GRADMEM_THREADS, OMP/BLAS/XLA/TF pools) and the adapter's own ``environment``
+  (e.g. JAX without GPU preallocation, PyTensor's compile cache);
+- the memory pass only: ``MALLOC_MMAP_THRESHOLD_=131072`` (a fixed threshold turns
+  off glibc's dynamic one, so freed large buffers go back to the OS and a peak does
+  not hide in memory the heap kept from earlier; with ``malloc_trim(0)`` before the
+  baseline it matched allocator-exact figures within 0.3 %, notes/memory.md Table 1)
+  and ``TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1`` (TF's oneDNN CPU allocator is a caching
+  pool that RSS cannot see through; memory.md section 6.4);
+- the time pass runs with glibc's default allocator behaviour, what users run: the
+  memory settings cost 8-50 % in page faults (memory.md Table 5). Those variables
+  are removed from the time pass's environment even when the caller exported them.
+"""
+
+import os
+
+from harness.frameworks import threads
+
+MEMORY_SETTINGS = {
+    "MALLOC_MMAP_THRESHOLD_": "131072",
+    "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1",
+}
+#: inherited variables that change what is measured, recorded when set (an explicit
+#: list: the rest of the caller's environment is nobody's business)
+WATCHED_PREFIXES = ("MALLOC_", "XLA_", "JAX_", "PYTORCH_", "PYTENSOR_", "OMP_", "MKL_", "OPENBLAS_", "GOMP_", "KMP_")
+WATCHED = (
+    "CUDA_VISIBLE_DEVICES",
+    "LD_PRELOAD",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "TF_ONEDNN_USE_SYSTEM_ALLOCATOR",
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "TF_GPU_ALLOCATOR",
+    "TF_XLA_FLAGS",
+    "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS",
+)
+
+
+def worker_environment(adapter, pass_kind, base=None):
+    """(env for the worker process, {var: value} we set or inherited that matter)."""
+    env = dict(os.environ if base is None else base)
+    ours = dict(threads.thread_environment())
+    ours.update(adapter.environment or {})
+    if pass_kind == "memory":
+        for key, value in MEMORY_SETTINGS.items():
+            ours.setdefault(key, value)
+    else:
+        for key in MEMORY_SETTINGS:
+            if key not in (adapter.environment or {}):
+                env.pop(key, None)
+    env.update(ours)
+    env.setdefault("PYTHONUNBUFFERED", "1")  # a dying worker's last words reach the log
+    recorded = {k: v for k, v in env.items() if k.startswith(WATCHED_PREFIXES) or k in WATCHED or k in ours}
+    return env, dict(sorted(recorded.items()))

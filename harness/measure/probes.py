@@ -1,0 +1,113 @@
+"""CPU memory probes inside the worker: the kernel's high-water mark, and tracemalloc.
+
+The primary CPU figure is resident memory as the kernel counts it (notes/memory.md,
+Table 1: within 0.3 % of the allocator-exact figures once glibc is configured):
+``VmHWM`` (peak RSS) from /proc/self/status, reset to the current RSS by writing ``5``
+to /proc/self/clear_refs at each phase boundary. A peak is ``VmHWM - baseline``.
+
+Where clear_refs is not writable (some sandboxes), the HWM cannot be reset: the probe
+then says so (``method``) and a phase's peak is the process-lifetime HWM minus the
+baseline, which is still exact for the first phase that reaches it and an upper bound
+for the others.
+"""
+
+import ctypes
+import ctypes.util
+import gc
+import re
+import tracemalloc
+
+_STATUS_FIELD = re.compile(r"^(VmRSS|VmHWM):\s+(\d+)\s+kB", re.MULTILINE)
+_libc = None
+
+
+def status_bytes():
+    """{"VmRSS": bytes, "VmHWM": bytes} of this process."""
+    with open("/proc/self/status", encoding="ascii") as handle:
+        text = handle.read()
+    return {key: int(kb) * 1024 for key, kb in _STATUS_FIELD.findall(text)}
+
+
+def malloc_trim():
+    """Give glibc's free heap pages back to the OS (all arenas), so the baseline does not
+    hide a peak in memory the heap already holds (memory.md, Table 4). False when the
+    C library has no malloc_trim (not glibc)."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    trim = getattr(_libc, "malloc_trim", None)
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+def settle():
+    """Collect garbage, then trim the heap: what runs before every baseline/measured step."""
+    gc.collect()
+    malloc_trim()
+
+
+def reset_hwm():
+    """Reset VmHWM to the current RSS; False where the kernel does not allow it."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class RssProbe:
+    """Peak and live resident bytes above one baseline.
+
+    `set_baseline()` takes the baseline (after `settle()`); `reset()` starts a phase
+    (resets the HWM); `peak()` is the phase's peak above the baseline; `live()` the
+    RSS above the baseline now.
+    """
+
+    def __init__(self):
+        self.resettable = reset_hwm()
+        self.method = "VmHWM after clear_refs" if self.resettable else "VmHWM without reset (clear_refs not writable)"
+        self.baseline = None
+
+    def set_baseline(self):
+        self.reset()
+        self.baseline = status_bytes()["VmRSS"]
+        return self.baseline
+
+    def reset(self):
+        if self.resettable:
+            reset_hwm()
+
+    def peak(self):
+        return status_bytes()["VmHWM"] - self.baseline
+
+    def live(self):
+        return status_bytes()["VmRSS"] - self.baseline
+
+
+class TracemallocProbe:
+    """Python-heap and NumPy-buffer bytes (NumPy reports its data allocations to
+    tracemalloc), for NumPy-based engines; zero for torch/JAX/TF, whose buffers are
+    not traced. Started just before the step it measures; its own bookkeeping stays
+    out of the RSS figures because it runs in a step of its own."""
+
+    def __init__(self):
+        self.baseline = None
+
+    def start(self):
+        tracemalloc.start()
+        self.baseline = tracemalloc.get_traced_memory()[0]
+
+    def reset(self):
+        tracemalloc.reset_peak()
+
+    def peak(self):
+        return tracemalloc.get_traced_memory()[1] - self.baseline
+
+    def live(self):
+        return tracemalloc.get_traced_memory()[0] - self.baseline
+
+    def stop(self):
+        tracemalloc.stop()

@@ -1,0 +1,86 @@
+"""What a figure was measured on: commit, machine, Python, versions (cheap, no imports)."""
+
+import datetime
+import functools
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit():
+    """HEAD of the checkout the harness runs from, with "+dirty" when tracked files
+    differ from it; "unknown" outside a git checkout."""
+    def git(*args):
+        return subprocess.run(
+            ["git", "-C", PACKAGE_DIR, *args], capture_output=True, text=True, timeout=20, check=True
+        ).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+@functools.lru_cache(maxsize=1)
+def machine():
+    info = {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "mem_total_bytes": _meminfo("MemTotal"),
+        "transparent_hugepage": _read("/sys/kernel/mm/transparent_hugepage/enabled"),
+        "libc": " ".join(platform.libc_ver()),
+    }
+    return info
+
+
+def python():
+    return sys.version.split()[0]
+
+
+def versions(adapter):
+    found = {"gradmem": _version("gradmem"), "numpy": _version("numpy")}
+    found.update(adapter.versions())
+    return {k: v for k, v in found.items() if v}
+
+
+def now_iso():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _version(dist):
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model():
+    text = _read("/proc/cpuinfo") or ""
+    for line in text.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or None
+
+
+def _meminfo(key):
+    for line in (_read("/proc/meminfo") or "").splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None

@@ -1,0 +1,142 @@
+"""`python -m harness run`: measure a matrix of cells, one fresh worker per pass.
+
+    python -m harness run --workload chained_dot --framework reference,torch \\
+        --size small --dtype float64 --out r.jsonl
+
+Defaults: every workload and framework, size small, float32 (what GPUs and the asv
+grid use), cpu, eager, no optimizer, 5 timed repeats after 1 warm-up step, a 600 s
+timeout per worker, no memory limit. Lists are comma-separated; "all" means every
+valid name. Plural spellings (--workloads, --frameworks, --devices, --modes) are the
+same options (benchmarks/common.py uses them).
+
+Each finished cell's record is appended to --out at once, atomically (an existing
+file is kept and appended to; the report lets the newest record of a cell win). A
+cell that fails is a record with its status ("oom", "timeout", "error",
+"unavailable"); the sweep goes on and exits 0. Ctrl-C stops it, keeping every finished
+record, and exits 130. The table of this sweep's cells is printed at the end.
+"""
+
+import shutil
+import sys
+import tempfile
+import time
+
+from harness import choices, frameworks, results, workloads
+from harness.measure import cells, table
+from harness.measure.cell import CellRunner, Options
+
+UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def add_arguments(parser):
+    parser.add_argument("--workload", "--workloads", dest="workload", default="all", help="W[,W...] or all (default all)")
+    parser.add_argument("--framework", "--frameworks", dest="framework", default="all", help="F[,F...] or all (default all)")
+    parser.add_argument("--size", "--sizes", dest="size", default="small", help="tiny|small|paper (default small)")
+    parser.add_argument("--dtype", "--dtypes", dest="dtype", default="float32", help="float32|float64 (default float32)")
+    parser.add_argument("--device", "--devices", dest="device", default="cpu", help="cpu|cuda[,...] (default cpu)")
+    parser.add_argument("--mode", "--modes", dest="mode", default="eager", help="eager|compiled[,...] (default eager)")
+    parser.add_argument("--optimizer", default=None, help="sgd|adam: add one optimizer update (phase 'step')")
+    parser.add_argument("--repeat", type=int, default=5, help="timed steps per cell (default 5)")
+    parser.add_argument("--warmup", type=int, default=1, help="warm-up steps after the cold first step (default 1)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker before it is killed (default 600)")
+    parser.add_argument("--memory-limit", default=None, help="address-space limit per worker, bytes (suffix K/M/G allowed)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every workload's inputs (default 0)")
+    parser.add_argument("--out", required=True, help="JSONL file the records are appended to")
+    parser.add_argument("--quiet", action="store_true", help="no progress line and no table")
+
+
+def parse_bytes(text):
+    """'1500000', '512M', '2G', '1.5GiB' -> bytes (binary units)."""
+    if text is None:
+        return None
+    raw = str(text).strip().lower().removesuffix("ib").removesuffix("b")
+    unit = raw[-1] if raw and raw[-1] in UNITS else ""
+    number = raw[: len(raw) - len(unit)]
+    try:
+        value = int(float(number) * UNITS[unit])
+    except ValueError:
+        raise choices.ChoiceError(f"--memory-limit {text!r}: expected bytes, e.g. 1500000000, 512M, 2G") from None
+    if value <= 0:
+        raise choices.ChoiceError(f"--memory-limit {text!r}: must be positive")
+    return value
+
+
+def plan(args):
+    """The cells `args` ask for (ChoiceError names the valid choices of a bad name)."""
+    if args.optimizer is not None:
+        choices.check_choice("optimizer", args.optimizer, choices.OPTIMIZERS)
+    if args.repeat < 1 or args.warmup < 0:
+        raise choices.ChoiceError("--repeat must be >= 1 and --warmup >= 0")
+    return cells.expand(
+        choices.parse_choices("workload", args.workload, workloads.NAMES),
+        choices.parse_choices("framework", args.framework, frameworks.NAMES),
+        choices.parse_choices("size", args.size, choices.SIZES),
+        choices.parse_choices("dtype", args.dtype, choices.DTYPES),
+        choices.parse_choices("device", args.device, choices.DEVICES),
+        choices.parse_choices("mode", args.mode, choices.MODES),
+        args.optimizer,
+    )
+
+
+class Progress:
+    """One status line on stderr (rewritten in place on a terminal)."""
+
+    def __init__(self, total, quiet):
+        self.total, self.quiet = total, quiet
+        self.tty = sys.stderr.isatty()
+        self.started = time.monotonic()
+
+    def show(self, index, cell, what):
+        if self.quiet:
+            return
+        elapsed = time.monotonic() - self.started
+        text = f"[{index}/{self.total}] {cells.label(cell)}: {what}  ({elapsed:.0f} s)"
+        if self.tty:
+            sys.stderr.write("\r\x1b[2K" + text)
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    def done(self):
+        if not self.quiet and self.tty:
+            sys.stderr.write("\n")
+
+
+def main(args):
+    todo = plan(args)
+    options = Options(
+        seed=args.seed,
+        warmup=args.warmup,
+        repeat=args.repeat,
+        timeout_s=args.timeout,
+        memory_limit=parse_bytes(args.memory_limit),
+    )
+    workdir = tempfile.mkdtemp(prefix="gradmem-sweep-")
+    runner = CellRunner(workdir, options)
+    progress = Progress(len(todo), args.quiet)
+    finished = []
+    started = time.monotonic()
+    try:
+        for index, cell in enumerate(todo, 1):
+            record = runner.measure(cell, progress=lambda what: progress.show(index, cell, f"{what} pass"))
+            results.append_record(args.out, record)
+            finished.append(record)
+            progress.show(index, cell, record["status"])
+    except KeyboardInterrupt:
+        progress.done()
+        print(f"interrupted: {len(finished)} finished record(s) kept in {args.out}", file=sys.stderr)
+        _print_table(finished, args)
+        return 130
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    progress.done()
+    _print_table(finished, args)
+    if not args.quiet:
+        print(f"{len(finished)} record(s) appended to {args.out} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return 0
+
+
+def _print_table(records, args):
+    if records and not args.quiet:
+        print(table.format_table(records))
+        sys.stdout.flush()

@@ -1,0 +1,114 @@
+"""The table a sweep prints: peak per phase in MiB, peak / bound, time, ratio to the
+reference engine.
+
+Peaks are the steady-state figures (`peak_bytes`), with the cold first step's total
+beside them; times are medians of the repeats. "x ref" divides by the reference
+engine's figure for the same workload, size, dtype, device and optimizer (same mode
+when the reference ran in it, else its eager mode). A phase a cell did not measure
+shows "-"; a cell that did not run shows its status and why.
+"""
+
+MIB = 1024 * 1024
+COLUMNS = (
+    ("workload", "<"),
+    ("framework", "<"),
+    ("mode", "<"),
+    ("status", "<"),
+    ("fwd MiB", ">"),
+    ("bwd MiB", ">"),
+    ("step MiB", ">"),
+    ("total MiB", ">"),
+    ("1st MiB", ">"),
+    ("peak/bound", ">"),
+    ("time s", ">"),
+    ("IQR s", ">"),
+    ("compile s", ">"),
+    ("mem x ref", ">"),
+    ("time x ref", ">"),
+    ("grad err", ">"),
+)
+MESSAGE_CHARS = 90
+
+
+def _phase(record, key, phase):
+    value = (record.get(key) or {}).get(phase)
+    return value if isinstance(value, (int, float)) else None
+
+
+def _mib(value):
+    return "-" if value is None else f"{value / MIB:.1f}"
+
+
+def _num(value, fmt):
+    return "-" if value is None else format(value, fmt)
+
+
+def _ratio(a, b):
+    return None if a is None or not b else a / b
+
+
+def reference_for(record, records):
+    """The reference engine's ok record comparable with `record`, or None."""
+    def same(other, mode):
+        return (
+            other.get("framework") == "reference"
+            and other.get("status") == "ok"
+            and all(other.get(k) == record.get(k) for k in ("workload", "size", "dtype", "device", "optimizer"))
+            and other.get("mode") == mode
+        )
+
+    for mode in (record.get("mode"), "eager"):
+        found = [r for r in records if same(r, mode)]
+        if found:
+            return found[-1]
+    return None
+
+
+def rows(records):
+    out = []
+    for record in records:
+        row = [record.get("workload", ""), record.get("framework", ""), record.get("mode", ""), record.get("status", "")]
+        if record.get("status") != "ok":
+            out.append((row, (record.get("message") or "").strip().splitlines()[0][:MESSAGE_CHARS] if record.get("message") else ""))
+            continue
+        total = _phase(record, "peak_bytes", "total")
+        time_total = _phase(record, "time_s", "total")
+        ref = reference_for(record, records)
+        row += [
+            _mib(_phase(record, "peak_bytes", "forward")),
+            _mib(_phase(record, "peak_bytes", "backward")),
+            _mib(_phase(record, "peak_bytes", "step")),
+            _mib(total),
+            _mib(_phase(record, "first_step_peak_bytes", "total")),
+            _num(_ratio(total, record.get("bound_bytes")), ".2f"),
+            _num(time_total, ".4f"),
+            _num(_phase(record, "time_spread_s", "total"), ".4f"),
+            _num(record.get("compile_s"), ".2f"),
+            _num(_ratio(total, _phase(ref, "peak_bytes", "total")) if ref else None, ".2f"),
+            _num(_ratio(time_total, _phase(ref, "time_s", "total")) if ref else None, ".2f"),
+            _num(record.get("grad_rel_err"), ".1e"),
+        ]
+        out.append((row, None))
+    return out
+
+
+def format_table(records):
+    """The table as text (one line per record; failed cells show their reason)."""
+    body = rows(records)
+    widths = [len(name) for name, _ in COLUMNS]
+    for row, _ in body:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(str(cell)))
+    def line(cells):
+        parts = []
+        for (name, align), width, cell in zip(COLUMNS, widths, cells):
+            parts.append(f"{str(cell):{align}{width}}")
+        return "  ".join(parts).rstrip()
+
+    lines = [line([name for name, _ in COLUMNS]), line(["-" * w for w in widths])]
+    for row, message in body:
+        text = line(row)
+        if message is not None:
+            text = f"{text}  {message}"
+        lines.append(text)
+    return "\n".join(lines)

@@ -1,0 +1,268 @@
+"""One pass of one cell in a fresh process: ``python -m harness.measure.worker JOB RESULT``.
+
+JOB is a JSON file written by the parent (harness/measure/jobs.py); RESULT is where
+this process writes its JSON answer (atomically). The parent starts the interpreter
+with the environment already set (malloc threshold, thread counts, the adapter's
+`environment`), because several of those are read only at start-up.
+
+Kinds of job:
+
+- ``memory``: build, settle, baseline; the cold first step, measured; the gradient
+  check (outside every measured window); warm-up steps; the steady step, measured
+  against the *same* baseline (so memory a framework keeps between steps counts against
+  it); then, for NumPy-based engines, one more step under tracemalloc.
+- ``time``: the cold first step timed (`compile_s`: trace/compile/first-call costs),
+  warm-up steps, then `repeat` timed steps: median and interquartile range per phase.
+- ``reference_gradient``: the reference engine's float64 gradient of a problem, saved
+  as .npz for the other cells' `grad_rel_err`.
+
+Every failure becomes a result with a status: a MemoryError (or an allocator's
+out-of-memory message) is "oom", `Unavailable` is "unavailable", anything else "error"
+with the traceback's tail. Deaths without a result (signals, timeouts) are classified
+by the parent.
+"""
+
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+
+from harness.measure import failures
+from harness.measure.marks import Marks
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m harness.measure.worker JOB.json RESULT.json", file=sys.stderr)
+        return 2
+    job_path, result_path = argv
+    with open(job_path, encoding="utf-8") as handle:
+        job = json.load(handle)
+    _limit_address_space(job.get("memory_limit"))  # first, before any framework import
+    marks = Marks(job.get("marks_path"))
+    marks.mark("start")
+    try:
+        result = KINDS[job["kind"]](job, marks)
+    except BaseException as err:  # noqa: BLE001 - every failure must become a status
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        result = failures.from_exception(
+            err,
+            last_mark=marks.items[-1][1] if marks.items else None,
+            memory_limited=bool(job.get("memory_limit")),
+        )
+    marks.close()
+    from harness.results import write_json_atomic
+
+    write_json_atomic(result_path, result)
+    return 0
+
+
+def _limit_address_space(limit):
+    """--memory-limit: RLIMIT_AS, so an allocation past it fails (MemoryError,
+    std::bad_alloc, ENOMEM) in this process instead of the machine swapping."""
+    if limit:
+        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+
+
+# ---- shared set-up ---------------------------------------------------------------------
+def _prepare(job, marks):
+    """Load the framework and build the cell's step; returns (adapter, problem, step, info)."""
+    from harness import frameworks, workloads
+    from harness.measure.phases import Step
+
+    cell = job["cell"]
+    t0 = time.perf_counter()
+    adapter = frameworks.get(cell["framework"])
+    adapter.load(cell["device"], cell["mode"])
+    load_s = time.perf_counter() - t0
+    marks.mark("loaded")
+    problem = workloads.build(cell["workload"], cell["size"], cell["dtype"], job["seed"])
+    params = adapter.from_numpy(problem.params, cell["device"])
+    inputs = adapter.from_numpy(problem.inputs, cell["device"])
+    adapter.sync(params)
+    adapter.sync(inputs)
+    problem.params = problem.inputs = None  # the framework's arrays are what steps use
+    step = Step(adapter, problem.loss, params, inputs, cell["mode"], job.get("optimizer"), job.get("lr", 1e-3))
+    info = {
+        "load_s": load_s,
+        "settings": _jsonable(adapter.settings()),
+        "step_kind": step.kind,
+        "order": getattr(adapter, "order", None),
+    }
+    return adapter, problem, step, info
+
+
+def _jsonable(value):
+    return json.loads(json.dumps(value, default=str))
+
+
+# ---- the memory pass ---------------------------------------------------------------------
+def memory_pass(job, marks):
+    from harness.measure import probes
+    from harness.measure.cuda import DeviceMeter
+    from harness.measure.phases import MemoryMeter, NullMeter, settle_and_reset
+
+    adapter, problem, step, info = _prepare(job, marks)
+    cell = job["cell"]
+    device = DeviceMeter.for_adapter(adapter, cell["device"])
+    rss = probes.RssProbe()
+    meter = MemoryMeter(rss, marks, device)
+
+    probes.settle()
+    marks.mark("baseline")
+    baseline = rss.set_baseline()
+    if device is not None:
+        device.set_baseline()
+
+    meter.start("first:")
+    grads = step.run(meter, keep_grads=True)
+    first = meter.figures()
+    first_live = dict(meter.live)
+    first_device = device.figures() if device is not None else None
+
+    # Outside every measured window: the reference gradient is read, compared, freed.
+    check = _grad_check(adapter, grads, job.get("reference_gradient_path"))
+    del grads
+
+    for _ in range(job.get("warmup", 1)):
+        settle_and_reset(rss)
+        marks.mark("warm-up")
+        step.run(NullMeter())
+
+    settle_and_reset(rss)  # the heap is trimmed, the baseline is NOT retaken
+    meter.start("")
+    step.run(meter)
+    steady = meter.figures()
+    live = dict(meter.live)
+    device_memory = device.figures() if device is not None else None
+    if device_memory is not None:
+        device_memory["first_step"] = first_device
+        device.close()
+
+    traced = None
+    if job.get("tracemalloc"):
+        traced = _traced_step(step, rss)
+
+    return {
+        "status": "ok",
+        "peak_bytes": steady,
+        "first_step_peak_bytes": first,
+        "live_bytes": live,
+        "first_step_live_bytes": first_live,
+        "bound_bytes": problem.bound_bytes,
+        "tracemalloc_peak_bytes": traced,
+        "device_memory": device_memory,
+        "grad_rel_err": check.get("grad_rel_err"),
+        "grad_check": check.get("note"),
+        "baseline_rss_bytes": baseline,
+        "hwm_method": rss.method,
+        **info,
+    }
+
+
+def _traced_step(step, rss):
+    """One more step with tracemalloc on (its bookkeeping would inflate the RSS figures,
+    so it never runs during the RSS-measured steps)."""
+    from harness.measure import probes
+    from harness.measure.marks import Marks
+    from harness.measure.phases import MemoryMeter
+
+    probes.settle()
+    tracer = probes.TracemallocProbe()
+    tracer.start()
+    try:
+        meter = MemoryMeter(rss, Marks(), tracemalloc=tracer)
+        meter.start("traced:")
+        step.run(meter)
+        return meter.traced_figures()
+    finally:
+        tracer.stop()
+
+
+def _grad_check(adapter, grads, reference_path):
+    """{"grad_rel_err": max over params of ||g - g_ref|| / ||g_ref||} (float64 norms)."""
+    if not reference_path:
+        return {"note": "no reference gradient for this cell"}
+    if not os.path.exists(reference_path):
+        return {"note": f"reference gradient missing: {reference_path}"}
+    import numpy as np
+
+    got = adapter.to_numpy(grads)
+    worst = 0.0
+    with np.load(reference_path) as reference:
+        if set(reference.files) != set(got):
+            return {"note": f"gradient keys {sorted(got)} != reference keys {sorted(reference.files)}"}
+        for name in reference.files:
+            ref = reference[name].astype(np.float64)
+            mine = np.asarray(got[name], dtype=np.float64)
+            if mine.shape != ref.shape:
+                return {"note": f"gradient {name!r} has shape {mine.shape}, reference {ref.shape}"}
+            if not np.all(np.isfinite(mine)):
+                return {"note": f"gradient {name!r} is not finite"}
+            scale = float(np.linalg.norm(ref))
+            diff = float(np.linalg.norm(mine - ref))
+            worst = max(worst, diff / scale if scale > 0 else diff)
+    return {"grad_rel_err": worst}
+
+
+# ---- the time pass -----------------------------------------------------------------------
+def time_pass(job, marks):
+    import gc
+
+    from harness.measure.phases import NullMeter, TimeMeter
+    from harness.measure.stats import median, spread
+
+    _, _, step, info = _prepare(job, marks)
+    first = TimeMeter()
+    marks.mark("first-step")
+    step.run(first)
+    for _ in range(job.get("warmup", 1)):
+        marks.mark("warm-up")
+        step.run(NullMeter())
+    meter = TimeMeter()
+    marks.mark("timed")
+    for _ in range(job.get("repeat", 5)):
+        gc.collect()  # outside the clock: a collection lands in no particular repeat
+        step.run(meter)
+    samples = meter.samples
+    fold = {"gradient": None}  # the joint phase only feeds total
+    return {
+        "status": "ok",
+        "time_s": {k: median(v) for k, v in samples.items() if k not in fold},
+        "time_spread_s": {k: spread(v) for k, v in samples.items() if k not in fold},
+        "time_samples_s": {k: v for k, v in samples.items() if k not in fold},
+        "compile_s": first.samples["total"][0],
+        "first_step_time_s": {k: v[0] for k, v in first.samples.items() if k not in fold},
+        **info,
+    }
+
+
+# ---- the reference gradient ----------------------------------------------------------------
+def reference_gradient(job, marks):
+    import numpy as np
+
+    from harness import frameworks, workloads
+
+    cell = job["cell"]
+    problem = workloads.build(cell["workload"], cell["size"], cell["dtype"], job["seed"])
+
+    def float64(tree):  # the cell's own values, computed in float64
+        return {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in tree.items()}
+
+    adapter = frameworks.get("reference")
+    adapter.load("cpu", "eager")
+    grad_of = adapter.value_and_grad(problem.loss, "eager")
+    _, grads = grad_of(adapter.from_numpy(float64(problem.params)), adapter.from_numpy(float64(problem.inputs)))
+    grads = {k: np.asarray(v, dtype=np.float64) for k, v in adapter.to_numpy(grads).items()}
+    np.savez(job["out_path"], **grads)
+    return {"status": "ok", "path": job["out_path"]}
+
+
+KINDS = {"memory": memory_pass, "time": time_pass, "reference_gradient": reference_gradient}
+
+if __name__ == "__main__":
+    sys.exit(main())

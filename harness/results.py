@@ -1,0 +1,232 @@
+"""The result record: one JSON object per measured cell, in JSONL files.
+
+The schema (version 1) is what the report and the asv benchmarks read; keys may be
+added, never renamed (bump SCHEMA for anything incompatible). Flat at top level:
+
+- the cell: ``workload, size, dtype, framework, mode, device`` (strings),
+  ``optimizer`` (null | "sgd" | "adam"), ``remat`` ("none"), ``order`` (the reference
+  engine's backward order, else null);
+- ``status`` (one of STATUSES) and ``message`` (why, when not "ok");
+- metrics of an "ok" record (bytes are ints, seconds floats; a phase a cell did not
+  run is an absent key, never a made-up number; ``total`` is always present):
+  ``peak_bytes`` / ``first_step_peak_bytes`` / ``tracemalloc_peak_bytes``
+  ({forward, backward, step, total}), ``live_bytes`` ({after_forward,
+  after_backward}), ``bound_bytes``, ``device_memory``, ``time_s`` (medians),
+  ``time_spread_s`` (interquartile range), ``compile_s``, ``grad_rel_err``,
+  ``timeline`` ({t_s, rss_bytes, marks});
+- ``provenance``: versions, git commit, machine, python, the worker environment,
+  threads, seed, start time, and how each figure was taken.
+
+Files are only ever changed by `append_record`, which replaces the whole file
+atomically (see there), so a reader or a killed sweep never sees half a record.
+"""
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+import tempfile
+
+SCHEMA = 1
+CELL_KEYS = ("workload", "size", "dtype", "framework", "mode", "device")
+VARIANT_KEYS = ("optimizer", "remat", "order")
+STATUSES = ("ok", "oom", "timeout", "error", "unavailable")
+PHASES = ("forward", "backward", "step", "total")
+LIVE_KEYS = ("after_forward", "after_backward")
+#: metrics an "ok" record must carry (values may be null where the schema says so)
+OK_KEYS = (
+    "peak_bytes",
+    "first_step_peak_bytes",
+    "live_bytes",
+    "bound_bytes",
+    "tracemalloc_peak_bytes",
+    "device_memory",
+    "time_s",
+    "time_spread_s",
+    "compile_s",
+    "grad_rel_err",
+    "timeline",
+)
+PROVENANCE_KEYS = ("versions", "git_commit", "machine", "python", "env", "threads", "seed", "started_at")
+
+
+class SchemaError(ValueError):
+    """A record that does not follow the schema; the message names the key."""
+
+
+class RecordFileError(ValueError):
+    """A result file that cannot be read; the message says where."""
+
+
+def new_record(cell, status, message="", provenance=None, **metrics):
+    """A record for `cell` (a dict with CELL_KEYS and optionally VARIANT_KEYS).
+
+    A record whose status is not "ok" carries no metrics, only why (`message`).
+    """
+    if status not in STATUSES:
+        raise SchemaError(f"unknown status {status!r}; valid statuses: {', '.join(STATUSES)}")
+    record = {"schema": SCHEMA}
+    for key in CELL_KEYS:
+        record[key] = cell[key]
+    record["optimizer"] = cell.get("optimizer")
+    record["remat"] = cell.get("remat") or "none"
+    record["order"] = cell.get("order")
+    record["status"] = status
+    record["message"] = message or ""
+    if status == "ok":
+        for key in OK_KEYS:
+            record[key] = metrics.pop(key, None)
+    record.update(metrics)
+    record["provenance"] = provenance or {}
+    return record
+
+
+def validate(record):
+    """Raise SchemaError unless `record` follows schema 1; return it."""
+    if not isinstance(record, dict):
+        raise SchemaError(f"a record is a JSON object, got {type(record).__name__}")
+    if record.get("schema") != SCHEMA:
+        raise SchemaError(f"schema {record.get('schema')!r}, expected {SCHEMA}")
+    for key in CELL_KEYS + ("status", "message", "provenance"):
+        if key not in record:
+            raise SchemaError(f"record lacks {key!r}")
+    for key in CELL_KEYS:
+        if not isinstance(record[key], str):
+            raise SchemaError(f"{key} must be a string, got {record[key]!r}")
+    if record["status"] not in STATUSES:
+        raise SchemaError(f"status {record['status']!r} is not one of {', '.join(STATUSES)}")
+    if record["status"] != "ok":
+        if not record["message"]:
+            raise SchemaError(f"a {record['status']!r} record must say why (message is empty)")
+        return record
+    for key in OK_KEYS:
+        if key not in record:
+            raise SchemaError(f"an ok record lacks {key!r}")
+    for key in ("peak_bytes", "first_step_peak_bytes"):
+        _check_phases(record, key, int, required=True)
+    _check_phases(record, "time_s", float, required=True)
+    _check_phases(record, "time_spread_s", float, required=True)
+    if record["tracemalloc_peak_bytes"] is not None:
+        _check_phases(record, "tracemalloc_peak_bytes", int, required=True)
+    if not isinstance(record["bound_bytes"], int) or record["bound_bytes"] <= 0:
+        raise SchemaError(f"bound_bytes must be a positive int, got {record['bound_bytes']!r}")
+    live = record["live_bytes"]
+    if not isinstance(live, dict) or set(live) - set(LIVE_KEYS):
+        raise SchemaError(f"live_bytes keys must be among {LIVE_KEYS}, got {live!r}")
+    for key in PROVENANCE_KEYS:
+        if key not in record["provenance"]:
+            raise SchemaError(f"provenance lacks {key!r}")
+    return record
+
+
+def _check_phases(record, key, kind, required):
+    value = record[key]
+    if not isinstance(value, dict):
+        raise SchemaError(f"{key} must be an object of phases, got {value!r}")
+    unknown = set(value) - set(PHASES)
+    if unknown:
+        raise SchemaError(f"{key} has unknown phases {sorted(unknown)}; valid phases: {', '.join(PHASES)}")
+    if required and value.get("total") is None:
+        raise SchemaError(f"{key} lacks 'total'")
+    for phase, number in value.items():
+        if number is None:
+            continue
+        ok = isinstance(number, (int, float)) and not isinstance(number, bool)
+        if not ok or (kind is int and not isinstance(number, int)) or not math.isfinite(number):
+            raise SchemaError(f"{key}[{phase!r}] must be a finite {kind.__name__}, got {number!r}")
+
+
+# ---- files ---------------------------------------------------------------------------
+def dumps(record):
+    """One JSONL line (no NaN/Infinity: they are not JSON)."""
+    return json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n"
+
+
+@contextlib.contextmanager
+def _locked(path):
+    """An exclusive lock on `path`.lock: two sweeps appending to one file do not lose
+    each other's records (each append is read-modify-replace)."""
+    with open(f"{path}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def append_record(path, record):
+    """Append `record` to the JSONL file at `path`, atomically.
+
+    Why this is safe: the new content (old bytes + one line) is written to a temporary
+    file in the same directory, flushed and fsync'ed, then renamed over `path` with
+    os.replace, which POSIX makes atomic on one file system. At every instant `path`
+    is either the old complete file or the new complete file; a process killed at any
+    point leaves one of the two (and at worst a stray temporary file, never read).
+    """
+    line = dumps(record)
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with _locked(path):
+        try:
+            with open(path, "rb") as handle:
+                old = handle.read()
+        except FileNotFoundError:
+            old = b""
+        if old and not old.endswith(b"\n"):
+            raise RecordFileError(f"{path}: does not end with a newline; not a file this harness wrote")
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(old)
+                handle.write(line.encode("utf-8"))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        _fsync_directory(directory)
+
+
+def _fsync_directory(directory):
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path, payload):
+    """Write one JSON document to `path` with the same temp + os.replace protocol."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, allow_nan=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def read_records(path):
+    """Every record of the JSONL file at `path`, in file order."""
+    records = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise RecordFileError(f"{path}:{number}: not a JSON record ({err.msg})") from None
+    except FileNotFoundError:
+        raise RecordFileError(f"{path}: no such result file") from None
+    return records
