@@ -1,0 +1,250 @@
+"""`python -m harness check`: every framework's gradient against the reference engine's.
+
+For every (workload, framework, mode, dtype) asked for, the framework computes the
+loss and the gradient of the workload (at ``--size``, from the same seeded init) in a
+process of its own (harness/gradcheck.py), and each parameter's gradient is compared
+with the reference engine's float64 gradient at the same point:
+
+    relative error = ||g - g_ref|| / ||g_ref||    (the loss too, as "(loss)")
+
+A cell passes when the worst relative error is within the dtype's tolerance (float64
+1e-6, float32 1e-3) and every gradient (and the loss) has the cell's dtype and the
+param's shape: a float32 run must stay float32. A float32 cell is compared with the
+float64 gradient at its float32-rounded params, so only the framework's float32
+arithmetic is measured, not the rounding of the inputs.
+
+Exit status: 0 when every cell that ran passed, 1 when one disagreed, failed or
+crashed (or the reference could not run), 2 for an unknown name (cli.py). A framework
+that is not installed, a mode it does not have, or a device it cannot use is listed
+as skipped with the reason, and does not fail the check.
+"""
+
+import functools
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness import frameworks, gradcheck, workloads
+from harness.choices import DEVICES, DTYPES, MODES, SIZES, check_choice, parse_choices
+
+TOLERANCE = {"float64": 1e-6, "float32": 1e-3}
+REFERENCE = "reference"
+
+
+def add_arguments(parser):
+    parser.add_argument("--size", default="tiny", help=f"one of {', '.join(SIZES)} (default tiny)")
+    parser.add_argument("--workload", default="all", help="comma-separated workloads (default all)")
+    parser.add_argument("--framework", default="all", help="comma-separated frameworks (default all)")
+    parser.add_argument("--dtype", default="float64,float32", help="comma-separated dtypes (default both)")
+    parser.add_argument("--mode", default="eager,compiled", help="comma-separated modes (default both)")
+    parser.add_argument("--device", default="cpu", help=f"one of {', '.join(DEVICES)} (default cpu)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every workload's init (default 0)")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="seconds one cell may take, compilation included (default 900)")
+    parser.add_argument("--keep", metavar="DIR", help="keep the workers' files (gradients as .npz) in DIR")
+
+
+@dataclass
+class Row:
+    workload: str
+    framework: str
+    mode: str
+    dtype: str
+    status: str  # ok, FAIL, error, crashed, timeout, unavailable, reference
+    error: float = None  # worst relative error
+    worst: str = ""  # the parameter (or "(loss)") with the worst error
+    message: str = ""
+    first_s: float = None
+    steady_s: float = None
+
+    @property
+    def failed(self):
+        return self.status not in ("ok", "reference", "unavailable")
+
+
+def main(args):
+    size = check_choice("size", args.size, SIZES)
+    names = parse_choices("workload", args.workload, workloads.NAMES)
+    fw_names = parse_choices("framework", args.framework, frameworks.NAMES)
+    dtypes = parse_choices("dtype", args.dtype, DTYPES)
+    modes = parse_choices("mode", args.mode, MODES)
+    device = check_choice("device", args.device, DEVICES)
+
+    start = time.perf_counter()
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+        rows, skipped = run_check(names, fw_names, size, dtypes, modes, device, args.seed, args.timeout, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="gradmem-check-") as out_dir:
+            rows, skipped = run_check(names, fw_names, size, dtypes, modes, device, args.seed, args.timeout, out_dir)
+    print(format_table(rows, skipped, size, device))
+    failed = [r for r in rows if r.failed]
+    ran = [r for r in rows if r.status != "unavailable"]
+    print(f"\n{len(ran) - len(failed)} of {len(ran)} cells agree; {len(failed)} failed; "
+          f"{len(skipped)} skipped. {time.perf_counter() - start:.0f} s.")
+    return 1 if failed else 0
+
+
+def plan(names, fw_names, size, dtypes, modes, seed):
+    """({framework: [cell]}, [(framework, mode, reason)] skipped). The reference runs
+    first, with the float64 "truth" cells every other cell is compared with."""
+    cells, skipped = {}, []
+    for fw in dict.fromkeys([REFERENCE, *fw_names]):  # the reference always runs
+        try:
+            adapter = frameworks.get(fw)
+        except ImportError as err:  # an adapter module that is missing or broken
+            skipped.append((fw, "all", f"its adapter cannot be imported: {err}"))
+            continue
+        ok, reason = adapter.available()
+        if not ok:
+            skipped.append((fw, "all", reason))
+            continue
+        wanted = []
+        for mode in modes:
+            if mode not in adapter.modes:
+                if fw in fw_names:
+                    skipped.append((fw, mode, f"{fw} has no {mode} mode (modes: {', '.join(adapter.modes)})"))
+                continue
+            wanted += [(name, mode, dtype) for name in names for dtype in dtypes]
+        if fw == REFERENCE:
+            truth = [(name, "eager", dtype) for name in names for dtype in dtypes]
+            cells[fw] = [_cell("truth", n, size, d, m, seed, upcast=True) for n, m, d in truth]
+            if fw in fw_names:  # its own rows, except float64 eager: that is the truth
+                cells[fw] += [_cell(fw, n, size, d, m, seed) for n, m, d in wanted if (m, d) != ("eager", "float64")]
+        elif wanted:
+            cells[fw] = [_cell(fw, n, size, d, m, seed) for n, m, d in wanted]
+    return cells, skipped
+
+
+def _cell(prefix, workload, size, dtype, mode, seed, upcast=False):
+    return {"id": f"{prefix}-{workload}-{mode}-{dtype}", "workload": workload, "size": size,
+            "dtype": dtype, "mode": mode, "seed": seed, "upcast": upcast}
+
+
+def run_check(names, fw_names, size, dtypes, modes, device, seed, timeout_s, out_dir):
+    """([Row], [(framework, mode, reason)]): every cell computed and compared."""
+    cells, skipped = plan(names, fw_names, size, dtypes, modes, seed)
+    results = {}
+    for fw, fw_cells in cells.items():
+        # the truth is computed on the CPU: float64 NumPy, the same on every machine
+        fw_device = "cpu" if fw == REFERENCE else device
+        print(f"  {fw}: {len(fw_cells)} gradients ...", file=sys.stderr, flush=True)
+        results[fw] = gradcheck.run_framework(fw, fw_cells, out_dir, fw_device, timeout_s)
+    truth = {(c["workload"], c["dtype"]): results.get(REFERENCE, {}).get(c["id"])
+             for c in cells.get(REFERENCE, []) if c["id"].startswith("truth-")}
+    if REFERENCE not in cells:
+        reason = next((r for f, _, r in skipped if f == REFERENCE), "")
+        truth = {(n, d): gradcheck.CellResult("-", "unavailable", f"reference: {reason}") for n in names for d in dtypes}
+
+    rows = []
+    for fw, fw_cells in cells.items():
+        for cell in fw_cells:
+            if cell["upcast"]:
+                if fw in fw_names and cell["dtype"] == "float64":
+                    rows.append(_truth_row(cell, results[fw][cell["id"]]))
+                continue
+            ref = truth[(cell["workload"], cell["dtype"])]
+            rows.append(_compare_row(cell, fw, results[fw][cell["id"]], ref))
+    rows.sort(key=lambda r: (workloads.NAMES.index(r.workload), frameworks.NAMES.index(r.framework),
+                             MODES.index(r.mode), -DTYPES.index(r.dtype)))  # float64 first
+    return rows, skipped
+
+
+def _truth_row(cell, result):
+    status = "reference" if result.status == "ok" else result.status
+    return Row(cell["workload"], REFERENCE, "eager", "float64", status, message=result.message,
+               first_s=result.first_s, steady_s=result.steady_s)
+
+
+def _compare_row(cell, fw, result, ref):
+    row = Row(cell["workload"], fw, cell["mode"], cell["dtype"], result.status, message=result.message,
+              first_s=result.first_s, steady_s=result.steady_s)
+    if result.status != "ok":
+        return row
+    if ref is None or ref.status != "ok":
+        row.status = "FAIL"
+        row.message = f"no reference gradient to compare with ({ref.status if ref else 'missing'}: {ref.message if ref else ''})"
+        return row
+    shapes = param_shapes(cell["workload"], cell["size"], cell["seed"])
+    error, worst, problems = compare(result.loss, result.grads, ref.loss, ref.grads, shapes, cell["dtype"])
+    row.error, row.worst = error, worst
+    if problems:
+        row.status, row.message = "FAIL", "; ".join(problems)
+    return row
+
+
+@functools.lru_cache(maxsize=None)
+def param_shapes(workload, size, seed):
+    """{param: shape} of a workload at a size (what every gradient must match)."""
+    params, _ = workloads.get(workload).init(np.random.default_rng(seed), size, "float32")
+    return {k: v.shape for k, v in params.items()}
+
+
+def compare(loss, grads, ref_loss, ref_grads, shapes, dtype):
+    """(worst relative error, its name, [problems]) of a gradient against the reference.
+
+    A problem is anything that fails the cell: a missing or extra gradient, a wrong
+    shape or dtype (float32 must stay float32), a non-finite value, an error above the
+    dtype's tolerance."""
+    problems, errors = [], {}
+    if set(grads) != set(shapes):
+        problems.append(f"gradient names {sorted(grads)} != params {sorted(shapes)}")
+    for name, ref in [("(loss)", np.asarray(ref_loss)), *sorted(ref_grads.items())]:
+        got = np.asarray(loss) if name == "(loss)" else grads.get(name)
+        if got is None:
+            continue
+        expected_shape = () if name == "(loss)" else shapes[name]
+        if got.shape != expected_shape:
+            problems.append(f"{name}: shape {got.shape}, expected {expected_shape}")
+            continue
+        if got.dtype != np.dtype(dtype):
+            problems.append(f"{name}: dtype {got.dtype}, expected {dtype}")
+        errors[name] = relative_error(got, ref)
+    worst = max(errors, key=lambda k: (np.isnan(errors[k]), errors[k]), default="")
+    error = errors.get(worst, float("nan"))
+    if not np.isfinite(error) or error > TOLERANCE[dtype]:
+        problems.append(f"{worst}: relative error {error:.2e} > {TOLERANCE[dtype]:.0e}")
+    return error, worst, problems
+
+
+def relative_error(got, ref):
+    """||got - ref|| / ||ref|| in float64; the absolute error when ref is zero; NaN
+    when got is not finite."""
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    if not np.all(np.isfinite(got)):
+        return float("nan")
+    diff, scale = np.linalg.norm(got - ref), np.linalg.norm(ref)
+    return float(diff / scale) if scale > 0 else float(diff)
+
+
+def format_table(rows, skipped, size, device):
+    head = ("workload", "framework", "mode", "dtype", "status", "rel. error", "worst", "first s", "steady s")
+    lines = [[r.workload, r.framework, r.mode, r.dtype, r.status,
+              "-" if r.error is None else f"{r.error:.1e}", r.worst or "-",
+              _seconds(r.first_s), _seconds(r.steady_s)] for r in rows]
+    widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h) for i, h in enumerate(head)]
+    fmt = lambda cols: "  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()
+    out = [f"gradients at size {size} on {device} against the reference engine in float64 "
+           f"(tolerance: float64 {TOLERANCE['float64']:.0e}, float32 {TOLERANCE['float32']:.0e})", "",
+           fmt(head), fmt(["-" * w for w in widths])]
+    out += [fmt(line) for line in lines]
+    notes = [r for r in rows if r.message]
+    if notes:
+        out += ["", "messages:"]
+        out += [f"  {r.workload} {r.framework} {r.mode} {r.dtype} [{r.status}]: {_indent(r.message)}" for r in notes]
+    if skipped:
+        out += ["", "skipped:"]
+        out += [f"  {fw} {'' if mode == 'all' else mode + ' '}: {reason}".replace(" :", ":") for fw, mode, reason in skipped]
+    return "\n".join(out)
+
+
+def _seconds(value):
+    return "-" if value is None else f"{value:.3f}" if value < 10 else f"{value:.1f}"
+
+
+def _indent(text):
+    return text.strip().replace("\n", "\n      ")
