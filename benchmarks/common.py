@@ -16,14 +16,18 @@ Environment (read in the benchmark processes, so export it before `asv run`):
   GRADMEM_ASV_WORKLOADS   comma list, default all
   GRADMEM_ASV_DEVICES     comma list, default all (cuda cells are n/a without a GPU)
   GRADMEM_ASV_MODES       comma list, default all
+  GRADMEM_ASV_OPTIMIZER   sgd (default) | adam | none: the update measured as phase "step"
   GRADMEM_ASV_RECORDS     a JSONL result file to publish instead of sweeping (a sweep
                           you ran yourself at the commit you pass to --set-commit-hash)
+  GRADMEM_ASV_KEEP        copy the sweep's JSONL records here (for `python -m harness
+                          report`: the comparison page of exactly the figures asv stored)
 Cells outside the selection, unavailable, failed or without a figure are NaN (n/a).
 """
 
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +37,7 @@ FRAMEWORKS = ["reference", "autograd", "torch", "jax", "tensorflow", "pytensor"]
 DEVICES = ["cpu", "cuda"]
 MODES = ["eager", "compiled"]
 SIZES = ["tiny", "small", "paper"]
+OPTIMIZERS = ["sgd", "adam", "none"]
 
 PARAMS = [WORKLOADS, FRAMEWORKS, DEVICES, MODES]
 PARAM_NAMES = ["workload", "framework", "device", "mode"]
@@ -62,6 +67,12 @@ def size():
     return _selection("GRADMEM_ASV_SIZE", SIZES, ["small"])[0]
 
 
+def optimizer():
+    """The optimizer of the sweep, None for none."""
+    name = _selection("GRADMEM_ASV_OPTIMIZER", OPTIMIZERS, ["sgd"])[0]
+    return None if name == "none" else name
+
+
 def sweep_command(out_path):
     """The `python -m harness run` command line of the sweep this environment asks for."""
     return [
@@ -71,19 +82,25 @@ def sweep_command(out_path):
         "--frameworks", ",".join(_selection("GRADMEM_ASV_FRAMEWORKS", FRAMEWORKS)),
         "--devices", ",".join(_selection("GRADMEM_ASV_DEVICES", DEVICES)),
         "--modes", ",".join(_selection("GRADMEM_ASV_MODES", MODES)),
+        *(["--optimizer", optimizer()] if optimizer() else []),
+        "--quiet",
         "--out", out_path,
     ]
 
 
 def read_records(path):
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    try:
+        from harness.results import read_records
+    except ImportError:  # an old commit without harness.results: the JSONL is the contract
+        with open(path, encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle if line.strip()]
+    return read_records(path)
 
 
 def index(records):
     """{(workload, framework, device, mode): record} for the default variant of each cell.
 
-    Variants the asv grid has no axis for (another size or dtype, an optimizer,
+    Variants the asv grid has no axis for (another size, dtype or optimizer,
     rematerialisation, another backward order) are left out rather than mixed in.
     """
     cells = {}
@@ -93,7 +110,7 @@ def index(records):
             continue
         if record.get("remat") not in (None, "none") or record.get("order") not in (None, "heap"):
             continue
-        if record.get("optimizer") not in (None, "sgd"):
+        if record.get("optimizer") != optimizer():
             continue
         key = (record["workload"], record["framework"], record["device"], record["mode"])
         cells[key] = record
@@ -111,6 +128,9 @@ def sweep():
         # Cells that fail are records with a status; a failing sweep is a broken harness.
         if done.returncode != 0 or not os.path.exists(out):
             raise RuntimeError(f"harness sweep failed ({done.returncode}):\n{done.stdout[-4000:]}")
+        keep = os.environ.get("GRADMEM_ASV_KEEP")
+        if keep:
+            shutil.copyfile(out, keep)
         return index(read_records(out))
 
 

@@ -40,10 +40,14 @@ table.provenance td { font-family: ui-monospace, monospace; font-size: 12px; }
 
 
 def _view_section(index, key, view):
-    return (
+    head = (
         f'<section class="view" id="view-{index}"><h2>{esc(rec.view_title(key))}</h2>'
         f"{grid.legend()}{grid.render(view)}"
-        f"<h3>Peak memory and time per phase</h3>{charts.render(view)}"
+    )
+    if not any(r.get("status") == "ok" for r in view["cells"].values()):
+        return head + '<p class="none">No cell of this view ran; the grid says why.</p></section>'
+    return (
+        head + f"<h3>Peak memory and time per phase</h3>{charts.render(view)}"
         f"<h3>Memory timelines</h3>{timelines.render(view)}"
         f"<h3>Gradient agreement</h3>{gradients.render(view)}</section>"
     )

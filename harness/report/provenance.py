@@ -1,13 +1,18 @@
 """Provenance: where, when and with what every figure on the page was measured.
 
 Distinct values across all records, so a page mixing two commits or two machines
-shows both instead of pretending the figures share one origin.
+shows both instead of pretending the figures share one origin. Fields that differ
+from cell to cell by nature (load times, baselines) are folded away below the shared
+ones, so the commit, machine and versions stay readable.
 """
 
 import json
 from collections import Counter, defaultdict
 
 from harness.report.fmt import esc
+
+PER_CELL_WHEN_MORE_THAN = 3  # distinct values: more means a per-cell measurement
+FIRST = ("git_commit", "machine", "python", "threads", "seed")
 
 
 def _text(value):
@@ -25,11 +30,17 @@ def collect(records):
             if key in ("versions", "env") and isinstance(value, dict):
                 for name, item in value.items():
                     fields[f"{key}.{name}"][_text(item)] += 1
-            elif key == "started_at":
-                continue
-            else:
+            elif key != "started_at":
                 fields[key][_text(value)] += 1
     return fields
+
+
+def _row(key, counts):
+    if len(counts) == 1:
+        value = esc(next(iter(counts)))
+    else:
+        value = "<br>".join(f'{esc(v)} <span class="count">({n} cells)</span>' for v, n in counts.most_common())
+    return f"<tr><th>{esc(key)}</th><td>{value}</td></tr>"
 
 
 def render(records, files):
@@ -41,11 +52,15 @@ def render(records, files):
     rows = [f"<tr><th>result files</th><td>{'<br>'.join(esc(f) for f in files)}</td></tr>"]
     if started:
         rows.append(f"<tr><th>started</th><td>{esc(started[0])} … {esc(started[-1])}</td></tr>")
-    for key in sorted(fields):
-        counts = fields[key]
-        if len(counts) == 1:
-            value = esc(next(iter(counts)))
-        else:
-            value = "<br>".join(f"{esc(v)} <span class=\"count\">({n} cells)</span>" for v, n in counts.most_common())
-        rows.append(f"<tr><th>{esc(key)}</th><td>{value}</td></tr>")
-    return f'<table class="provenance"><tbody>{"".join(rows)}</tbody></table>'
+    ordered = [k for k in FIRST if k in fields] + sorted(k for k in fields if k not in FIRST)
+    shared = [k for k in ordered if len(fields[k]) <= PER_CELL_WHEN_MORE_THAN]
+    per_cell = [k for k in ordered if len(fields[k]) > PER_CELL_WHEN_MORE_THAN]
+    rows.extend(_row(k, fields[k]) for k in shared)
+    html = f'<table class="provenance"><tbody>{"".join(rows)}</tbody></table>'
+    if per_cell:
+        folded = "".join(_row(k, fields[k]) for k in per_cell)
+        html += (
+            f"<details><summary>Fields that differ per cell ({', '.join(esc(k) for k in per_cell)})"
+            f'</summary><table class="provenance"><tbody>{folded}</tbody></table></details>'
+        )
+    return html

@@ -6,14 +6,13 @@ suffixed with its variant (remat, order) when that is not the default, so that t
 records never silently share a grid cell.
 """
 
-import json
 from collections import OrderedDict
 
-from harness import frameworks, workloads
+from harness import choices, frameworks, results, workloads
 
-CELL_KEYS = ("workload", "size", "dtype", "framework", "mode", "device")
-STATUSES = ("ok", "oom", "timeout", "error", "unavailable")
-PHASES = ("forward", "backward", "step")
+CELL_KEYS = results.CELL_KEYS
+STATUSES = results.STATUSES
+PHASES = tuple(p for p in results.PHASES if p != "total")
 
 
 class RecordError(ValueError):
@@ -21,37 +20,20 @@ class RecordError(ValueError):
 
 
 def load(paths):
-    """All records of the JSONL files at `paths`, in file order."""
-    try:
-        from harness import results
-    except ImportError:  # the measurement package is optional for reading files
-        results = None
+    """All records of the JSONL files at `paths`, in file order, each checked against
+    the schema (harness.results.validate) so a bad file fails here with its place."""
     records = []
     for path in paths:
-        if results is not None and hasattr(results, "read_records"):
-            loaded = list(results.read_records(path))
-        else:
-            loaded = _read_jsonl(path)
-        for index, record in enumerate(loaded):
-            missing = [key for key in CELL_KEYS + ("status",) if key not in record]
-            if missing:
-                raise RecordError(f"{path}: record {index + 1} lacks {', '.join(missing)}")
+        try:
+            loaded = results.read_records(path)
+        except results.RecordFileError as err:
+            raise RecordError(str(err)) from None
+        for number, record in enumerate(loaded, 1):
+            try:
+                results.validate(record)
+            except results.SchemaError as err:
+                raise RecordError(f"{path}: record {number}: {err}") from None
         records.extend(loaded)
-    return records
-
-
-def _read_jsonl(path):
-    records = []
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if line.strip():
-                    try:
-                        records.append(json.loads(line))
-                    except json.JSONDecodeError as err:
-                        raise RecordError(f"{path}:{number}: not JSON ({err.msg})") from None
-    except FileNotFoundError:
-        raise RecordError(f"{path}: no such result file") from None
     return records
 
 
@@ -99,6 +81,16 @@ def column_key(record):
     return f"{label} ({', '.join(variant)})" if variant else label
 
 
+def view_rank(key):
+    """Order views as the choices are ordered: small before paper, cpu before cuda,
+    eager before compiled; unknown values last, alphabetically."""
+    size, dtype, device, mode, optimizer = key
+    return (
+        _rank(choices.SIZES, size), _rank(choices.DTYPES, dtype), _rank(choices.DEVICES, device),
+        _rank(choices.MODES, mode), _rank(("none",) + choices.OPTIMIZERS, optimizer),
+    )
+
+
 def _rank(order, name):
     return (order.index(name), "") if name in order else (len(order), str(name))
 
@@ -123,7 +115,7 @@ def views(records):
         view = grouped.setdefault(view_key(record), {"cells": {}})
         view["cells"][(record["workload"], column_key(record))] = record
     ordered = OrderedDict()
-    for key in sorted(grouped, key=lambda k: tuple(str(part) for part in k)):
+    for key in sorted(grouped, key=view_rank):
         cells = grouped[key]["cells"]
         ordered[key] = {
             "workloads": sorted({w for w, _ in cells}, key=workload_rank),

@@ -37,7 +37,7 @@ def store(tmp_path_factory):
     config = h.write_config(tmp, repo)
     home = h.machine_home(tmp)
     records = write_jsonl(tmp / "records.jsonl", fixture_records())
-    env = h.environ(home, GRADMEM_ASV_SIZE="tiny", GRADMEM_ASV_RECORDS=str(records))
+    env = h.environ(home, GRADMEM_ASV_SIZE="tiny", GRADMEM_ASV_OPTIMIZER="none", GRADMEM_ASV_RECORDS=str(records))
     done, seconds = h.run(["run", "--config", str(config), "-E", f"existing:{h.PYTHON}", "--machine", h.MACHINE,
                            "--set-commit-hash", commits[1], "-b", "PeakMemory.track_total", "-b", "Time.track_total"], env, tmp)
     assert done.returncode == 0, done.stdout + done.stderr
