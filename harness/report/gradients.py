@@ -37,7 +37,8 @@ def render(view):
             elif record.get("status") != "ok":
                 cells.append(f'<td class="status-{esc(record.get("status"))}">{esc(record.get("status"))}</td>')
             elif error is None:
-                cells.append('<td class="absent">not checked</td>')
+                why = record.get("grad_check") or ""
+                cells.append(f'<td class="absent" title="{esc(why)}">not checked</td>')
             else:
                 any_value = True
                 dtype = record.get("dtype")

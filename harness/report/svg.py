@@ -27,8 +27,9 @@ def rect(x, y, width, height, fill, title=""):
     return f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(width, 0):.1f}" height="{height:.1f}" fill="{fill}">{tip}</rect>'
 
 
-def line(x1, y1, x2, y2, cls):
-    return f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" class="{cls}"/>'
+def line(x1, y1, x2, y2, cls, title=""):
+    tip = f"<title>{esc(title)}</title>" if title else ""
+    return f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" class="{cls}">{tip}</line>'
 
 
 def legend(series, x, y):

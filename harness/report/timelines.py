@@ -1,7 +1,8 @@
 """Memory timelines: resident memory over time of each cell, phase boundaries marked.
 
-One small chart per cell that recorded a timeline, all of a workload on the same
-byte scale so their heights compare. Long timelines are thinned to at most
+One small chart per cell that recorded a timeline, each on its own byte scale
+(labelled): frameworks start from baselines hundreds of MiB apart (their imports), so a
+shared scale would flatten the smaller ones. Long timelines are thinned to at most
 MAX_POINTS by keeping each stride's maximum, so no peak disappears from the plot.
 """
 
@@ -9,8 +10,10 @@ from harness.report import records as rec
 from harness.report import svg
 from harness.report.fmt import esc, human_bytes, human_seconds
 
-WIDTH, HEIGHT, LEFT, BOTTOM, TOP = 330, 150, 62, 22, 22
+WIDTH, HEIGHT, LEFT, BOTTOM, TOP = 330, 162, 62, 22, 34
 MAX_POINTS = 600
+LABEL_GAP = 46  # px between phase labels
+CHAR_W = 5.5  # px per character of a 10px label, roughly
 
 
 def thin(times, values, limit=MAX_POINTS):
@@ -37,10 +40,10 @@ def timeline_of(record):
     return timeline
 
 
-def chart(title, timeline, y_max):
+def chart(title, timeline):
     times, values = thin(timeline["t_s"], timeline["rss_bytes"])
     t0, t1 = times[0], max(times[-1], times[0] + 1e-9)
-    y_min = min(values)
+    y_min, y_max = min(values), max(values)
     span = max(y_max - y_min, 1)
     plot_w, plot_h = WIDTH - LEFT - 8, HEIGHT - TOP - BOTTOM
 
@@ -55,16 +58,23 @@ def chart(title, timeline, y_max):
         svg.text(0, 13, title, cls="title"),
         svg.line(LEFT, TOP, LEFT, TOP + plot_h, "axis"),
         svg.line(LEFT, TOP + plot_h, LEFT + plot_w, TOP + plot_h, "axis"),
-        svg.text(LEFT - 4, TOP + 8, human_bytes(y_max), anchor="end", cls="small"),
+        # top label as growth over the bottom: the shapes matter, baselines differ
+        svg.text(LEFT - 4, TOP + 8, "+" + human_bytes(y_max - y_min), anchor="end", cls="small"),
         svg.text(LEFT - 4, TOP + plot_h, human_bytes(y_min), anchor="end", cls="small"),
         svg.text(LEFT + plot_w, HEIGHT - 6, human_seconds(t1 - t0), anchor="end", cls="small"),
         f'<polyline class="rss" points="{points}"/>',
     ]
+    last_label_x = -LABEL_GAP
     for mark in timeline.get("marks") or []:
         if isinstance(mark, (list, tuple)) and len(mark) == 2 and isinstance(mark[0], (int, float)):
             mx = x(min(max(mark[0], t0), t1))
-            parts.append(svg.line(mx, TOP, mx, TOP + plot_h, "mark"))
-            parts.append(svg.text(mx + 2, TOP + 8, str(mark[1]), cls="small mark-label"))
+            parts.append(svg.line(mx, TOP, mx, TOP + plot_h, "mark", title=str(mark[1])))
+            if mx - last_label_x >= LABEL_GAP:  # crowded marks keep their line, lose the label
+                label = str(mark[1])
+                fits = mx + 2 + CHAR_W * len(label) <= WIDTH
+                parts.append(svg.text(mx + 2 if fits else mx - 2, TOP - 3, label,
+                                      anchor="start" if fits else "end", cls="small mark-label"))
+                last_label_x = mx
     return svg.svg(WIDTH, HEIGHT, "".join(parts), title)
 
 
@@ -79,8 +89,7 @@ def render(view):
                 found.append((column, timeline))
         if not found:
             continue
-        y_max = max(max(t["rss_bytes"]) for _, t in found)
-        charts = "".join(chart(f"{workload} · {column}", t, y_max) for column, t in found)
+        charts = "".join(chart(f"{workload} · {column}", t) for column, t in found)
         blocks.append(
             f'<details class="timelines"><summary>{esc(workload)}: memory timelines '
             f"({len(found)})</summary><div class=\"small-multiples\">{charts}</div></details>"
