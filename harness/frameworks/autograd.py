@@ -26,10 +26,13 @@ bug is still there, so these workarounds go when autograd fixes it.
 CUDA: none. autograd computes with NumPy on the CPU (it has no device support).
 """
 
+import glob
 import math
+import os
 import types
 
 from harness.choices import check_choice
+from harness.frameworks import threads
 from harness.frameworks.base import Adapter, Unavailable
 
 
@@ -45,8 +48,12 @@ class AutogradAdapter(Adapter):
         self.check_mode(mode)
         if device != "cpu":
             raise Unavailable("HIPS autograd computes with NumPy on the CPU; it has no CUDA support")
+        self._settings = fix_numpy_blas_threads()
         self.ops = _make_ops()
         return self
+
+    def settings(self):
+        return dict(getattr(self, "_settings", {}))
 
     def devices(self):
         return ["cpu"]
@@ -88,6 +95,35 @@ class AutogradAdapter(Adapter):
             return vjp(vspace(loss).ones())
 
         return forward, backward
+
+
+def fix_numpy_blas_threads(count=None):
+    """Set NumPy's BLAS pool to GRADMEM_THREADS; {setting: value} for settings().
+
+    NumPy has no thread API of its own; its wheels bundle OpenBLAS (symbols prefixed
+    ``scipy_openblas``), whose set/get functions are called here through ctypes (a
+    second dlopen of a loaded library is the same instance). The worker also sets
+    OPENBLAS_NUM_THREADS before start (threads.thread_environment()). Shared by the
+    NumPy-based adapters: autograd, pytensor, reference.
+    """
+    import ctypes
+
+    import numpy
+
+    count = threads.thread_count() if count is None else count
+    found = {"threads": count, "numpy.blas": "unknown (no bundled OpenBLAS found)"}
+    libs = sorted(glob.glob(os.path.join(os.path.dirname(numpy.__file__) + ".libs", "lib*openblas*.so*")))
+    for path in libs:
+        lib = ctypes.CDLL(path)
+        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "")):
+            setter = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+            getter = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+            if setter is not None and getter is not None:
+                setter(ctypes.c_int(count))
+                found["numpy.blas"] = os.path.basename(path)
+                found["numpy.blas_threads"] = int(getter())
+                return found
+    return found
 
 
 def _make_ops():

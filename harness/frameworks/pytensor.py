@@ -1,0 +1,452 @@
+"""PyTensor (Theano's successor): the op set on ``pytensor.tensor``; CPU only.
+
+A workload's ``loss(ops, params, inputs)`` is called once on symbolic tensors (static
+shapes and dtypes taken from the first arrays it is given) to build a graph;
+``pytensor.grad`` adds the gradient graph; ``pytensor.function`` compiles both into
+one function, cached per shapes and dtypes. Compilation happens on the first call of
+the step; ``adapter.last_compile_s`` holds its duration.
+
+Modes. PyTensor has no eager execution: every graph is compiled. The two modes are
+PyTensor's two ends of that spectrum:
+
+- ``"compiled"``: ``FAST_RUN`` rewrites (fusion, in-place ops, BLAS, stability) run by
+  the C virtual machine with C thunks (PyTensor's ``CVM`` mode, what Theano ran, and
+  what the seed thread's Theano model measured). Intermediates are freed as soon as no
+  later op needs them (``allow_gc``). PyTensor 3's own default ``FAST_RUN`` linker is
+  Numba: ``PytensorAdapter(linker="numba")`` selects it (its first compile takes
+  ~15 s even for chained_dot tiny, against ~5 s for the C one).
+- ``"eager"``: ``FAST_COMPILE``: only the cheap rewrites (canonicalisation and what
+  correctness needs: no fusion, no in-place ops, no BLAS specialisation), then each
+  op's Python ``perform`` (NumPy) in the Python VM, op by op in graph order, freeing
+  intermediates as it goes. It is the closest PyTensor comes to running the ops as
+  written, like autograd: NumPy kernels, a Python loop around them. It compiles no C
+  code (a C-thunk eager mode compiled one module per op signature: ~8 minutes for the
+  contract test's op cases on an empty cache here). One rewrite is added
+  (`_eager_mode`) so that every elementwise op is one NumPy call.
+
+Compiled C code is cached on disk (``base_compiledir``). The worker sets
+``PYTENSOR_FLAGS=base_compiledir=~/.cache/gradmem/pytensor`` (``environment``) so
+every run shares one cache outside the repository; ``load()`` sets the same when
+PyTensor is not imported yet. On an empty cache each new op signature costs a C
+compile of ~1-4 s on this 2-core machine (chained_dot tiny: ~7 s first, ~1 s cached).
+
+float32: Python float constants in a graph take ``floatX``'s dtype, and with the
+default ``floatX=float64`` ``x_f32 * 0.1`` is float64. The graph is built and compiled
+with ``floatX`` set to the params' float dtype, so float32 stays float32.
+
+Ops PyTensor lacks (3.0.7 removed ``tensor.nnet`` and ``signal.pool``) are built from
+its primitives: ``conv2d`` is im2col (zero padding by ``set_subtensor``, strided
+slices, ``stack``, one ``tensordot``), ``max_pool2d`` a ``reshape`` + ``max``,
+``upsample2d`` a ``reshape`` + ``broadcast_to`` + ``reshape``. ``max``'s gradient goes
+to every tied maximum (torch picks one, autograd splits it): gradients differ only at
+ties. ``softmax`` is PyTensor's own op, inlined; ``logsumexp`` is shifted by the max,
+because ``pt.logsumexp`` is ``log(sum(exp(x)))``, stable only after FAST_RUN's rewrites.
+No OpFromGraph is left un-inlined: its forward would be compiled apart in PyTensor's
+default mode (Numba), minutes of JIT under FAST_COMPILE.
+
+``split_vjp``: the forward/backward cut is taken on the gradient graph after
+PyTensor's canonicalize/stabilize/specialize rewrites (so that using only a tensor's
+shape does not count as saving it). The forward function returns the loss and every
+forward tensor the gradient graph reads (the residuals); the backward function takes
+the params, inputs and residuals and returns the gradients. Each half is compiled in
+the mode's own way, so the two halves may fuse less than the joint function.
+
+CUDA: none. PyTensor's own GPU backend (libgpuarray) is gone; it reaches GPUs only
+through its JAX or PyTorch linkers, which would measure those frameworks instead.
+"""
+
+import os
+import sys
+import time
+import types
+
+from harness.choices import OPTIMIZERS, check_choice
+from harness.frameworks.base import Adapter, Unavailable
+
+LINKERS = ("cvm", "numba")
+
+
+def default_compiledir():
+    """Where PyTensor's compiled modules go: one cache per user, outside the repo."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "gradmem", "pytensor")
+
+
+class PytensorAdapter(Adapter):
+    name = "pytensor"
+    module = "pytensor"
+    distributions = ("pytensor", "numpy", "scipy", "numba")
+    modes = ("eager", "compiled")
+    compiled_as = "pytensor.function, FAST_RUN rewrites, C VM linker (CVM)"
+    #: set by the worker before the process imports PyTensor
+    environment = {"PYTENSOR_FLAGS": f"base_compiledir={default_compiledir()}"}
+
+    def __init__(self, linker="cvm"):
+        self.linker = check_choice("pytensor linker", linker, LINKERS)
+        self.last_compile_s = None
+        self.last_function = None  # the last compiled joint function, for inspection
+
+    def load(self, device="cpu", mode="eager"):
+        check_choice("pytensor device", device, ("cpu", "cuda"))
+        self.check_mode(mode)
+        if device != "cpu":
+            raise Unavailable("PyTensor has no CUDA backend of its own (only via its JAX/PyTorch linkers)")
+        _use_project_compiledir()
+        import pytensor
+
+        from harness.frameworks.autograd import fix_numpy_blas_threads
+
+        if mode == "compiled" and self.linker == "cvm" and not pytensor.config.cxx:
+            raise Unavailable("PyTensor's C linker needs a C++ compiler (pytensor.config.cxx is empty)")
+        # PyTensor's C BLAS calls go through NumPy's C API (no BLAS of its own linked
+        # here), and eager runs NumPy kernels: NumPy's pool is the one to fix.
+        self._settings = fix_numpy_blas_threads()
+        self._settings.update({
+            "pytensor.mode": {"eager": "FAST_COMPILE + numpy_elemwise rewrite, Python VM",
+                              "compiled": "CVM (FAST_RUN, C VM)" if self.linker == "cvm" else "NUMBA (FAST_RUN)"}[mode],
+            "pytensor.base_compiledir": str(pytensor.config.base_compiledir),
+            "pytensor.blas__ldflags": pytensor.config.blas__ldflags or "(none: NumPy C-API BLAS)",
+        })  # fmt: skip
+        self.ops = _make_ops()
+        self.mode = mode
+        return self
+
+    def settings(self):
+        return dict(getattr(self, "_settings", {}))
+
+    def devices(self):
+        return ["cpu"]
+
+    def from_numpy(self, tree, device="cpu"):
+        if device != "cpu":
+            raise Unavailable("PyTensor has no CUDA backend of its own")
+        return dict(tree)
+
+    def to_numpy(self, tree):
+        import numpy as np
+
+        if isinstance(tree, dict):
+            return {k: np.asarray(v) for k, v in tree.items()}
+        return np.asarray(tree)
+
+    # ---- gradients ----------------------------------------------------------------
+    def value_and_grad(self, loss_fn, mode="eager"):
+        self.check_mode(mode)
+        compiled = {}
+
+        def step(params, inputs):
+            key = _signature(params, inputs)
+            if key not in compiled:
+                compiled[key] = self._compile_joint(loss_fn, params, inputs, mode)
+            fn = compiled[key]
+            loss, *grads = fn(*params.values(), *inputs.values())
+            return loss, dict(zip(params, grads))
+
+        return step
+
+    def split_vjp(self, loss_fn, mode="eager"):
+        self.check_mode(mode)
+        compiled = {}
+
+        def forward(params, inputs):
+            key = _signature(params, inputs)
+            if key not in compiled:
+                compiled[key] = self._compile_split(loss_fn, params, inputs, mode)
+            fwd, bwd = compiled[key]
+            args = (*params.values(), *inputs.values())
+            loss, *saved = fwd(*args)
+            return (loss, saved, args, list(params), bwd)
+
+        def backward(state):
+            _, saved, args, names, bwd = state
+            return dict(zip(names, bwd(*args, *saved)))
+
+        return forward, backward
+
+    def optimizer(self, kind, params, lr=1e-3):
+        """One SGD or Adam step as a compiled PyTensor function (in the mode given to
+        load()), compiled on the first call; Adam's moments live between calls as
+        NumPy arrays, as the functional default's do. Same update as the default."""
+        check_choice("optimizer", kind, OPTIMIZERS)
+        return _CompiledUpdate(self, kind, lr)
+
+    # ---- graph building -----------------------------------------------------------
+    def _pytensor_mode(self, mode):
+        if mode == "compiled":
+            return "CVM" if self.linker == "cvm" else "NUMBA"
+        return _eager_mode()
+
+    def _symbolic(self, loss_fn, params, inputs):
+        import pytensor
+        import pytensor.tensor as pt
+
+        p_sym = {k: pt.tensor(k, dtype=v.dtype, shape=v.shape) for k, v in params.items()}
+        i_sym = {k: pt.tensor(k, dtype=v.dtype, shape=v.shape) for k, v in inputs.items()}
+        loss = pt.as_tensor_variable(loss_fn(self.ops, p_sym, i_sym))
+        grads = pytensor.grad(loss, list(p_sym.values()), disconnected_inputs="ignore")
+        return list(p_sym.values()), list(i_sym.values()), loss, grads
+
+    def _compile_joint(self, loss_fn, params, inputs, mode):
+        import pytensor
+
+        with pytensor.config.change_flags(floatX=_float_dtype(params)):
+            p_sym, i_sym, loss, grads = self._symbolic(loss_fn, params, inputs)
+            start = time.perf_counter()
+            fn = pytensor.function(
+                p_sym + i_sym, [loss, *grads], mode=self._pytensor_mode(mode), on_unused_input="ignore"
+            )
+            self.last_compile_s = time.perf_counter() - start
+        self.last_function = fn
+        return fn
+
+    def _compile_split(self, loss_fn, params, inputs, mode):
+        import pytensor
+        from pytensor.graph.rewriting.utils import rewrite_graph
+
+        with pytensor.config.change_flags(floatX=_float_dtype(params)):
+            p_sym, i_sym, loss, grads = self._symbolic(loss_fn, params, inputs)
+            start = time.perf_counter()
+            loss, *grads = rewrite_graph(
+                [loss, *grads], include=("canonicalize", "stabilize", "specialize"), clone=True
+            )
+            roots = p_sym + i_sym
+            saved = _residuals(loss, grads, roots)
+            pmode = self._pytensor_mode(mode)
+            fwd = pytensor.function(roots, [loss, *saved], mode=pmode, on_unused_input="ignore")
+            bwd = pytensor.function(roots + saved, grads, mode=pmode, on_unused_input="ignore")
+            self.last_compile_s = time.perf_counter() - start
+        return fwd, bwd
+
+
+class _CompiledUpdate:
+    def __init__(self, adapter, kind, lr, b1=0.9, b2=0.999, eps=1e-8):
+        self.adapter, self.kind, self.lr = adapter, kind, lr
+        self.b1, self.b2, self.eps = b1, b2, eps
+        self.fn, self.t, self.m, self.v = None, 0, None, None
+
+    def _compile(self, params):
+        import pytensor
+        import pytensor.tensor as pt
+
+        dtype = _float_dtype(params)
+        with pytensor.config.change_flags(floatX=dtype):
+            sym = {name: [pt.tensor(f"{name}_{role}", dtype=v.dtype, shape=v.shape) for role in "pgmv"]
+                   for name, v in params.items()}  # fmt: skip
+            if self.kind == "sgd":
+                inputs = [s[0] for s in sym.values()] + [s[1] for s in sym.values()]
+                outputs = [p - g * self.lr for p, g, _, _ in sym.values()]
+            else:
+                # bias corrections 1 - b^t as inputs, so that one function serves every t
+                c1, c2 = pt.scalar("c1", dtype=dtype), pt.scalar("c2", dtype=dtype)
+                inputs = [x for s in sym.values() for x in s] + [c1, c2]
+                outputs = []
+                for p, g, m, v in sym.values():
+                    m = m * self.b1 + g * (1 - self.b1)
+                    v = v * self.b2 + g * g * (1 - self.b2)
+                    step = (m / c1) * self.lr / (pt.sqrt(v / c2) + self.eps)
+                    outputs += [p - step, m, v]
+            mode = self.adapter._pytensor_mode(self.adapter.mode)
+            return pytensor.function(inputs, outputs, mode=mode)
+
+    def __call__(self, params, grads):
+        import numpy as np
+
+        names = list(params)
+        if self.fn is None:
+            self.fn = self._compile(params)
+        if self.kind == "sgd":
+            return dict(zip(names, self.fn(*params.values(), *(grads[k] for k in names))))
+        self.t += 1
+        if self.m is None:
+            self.m = {k: np.zeros_like(grads[k]) for k in names}
+            self.v = {k: np.zeros_like(grads[k]) for k in names}
+        dtype = grads[names[0]].dtype
+        args = [a for k in names for a in (params[k], grads[k], self.m[k], self.v[k])]
+        corrections = [np.asarray(1 - b**self.t, dtype=dtype) for b in (self.b1, self.b2)]
+        out = self.fn(*args, *corrections)
+        new = {}
+        for i, k in enumerate(names):
+            new[k], self.m[k], self.v[k] = out[3 * i : 3 * i + 3]
+        return new
+
+
+_EAGER_MODE = []
+
+
+def _eager_mode():
+    """FAST_COMPILE, plus one rewrite so that every Elemwise runs as one NumPy call.
+
+    FAST_COMPILE runs each op's Python ``perform``. Elemwise's calls the NumPy ufunc of
+    its scalar op, but when the op has none for its number of inputs it loops over the
+    elements in Python (``np.frompyfunc``): ~100x slower than NumPy, and failing beyond
+    32 operands. That happens for ``second`` (fill: how ``pytensor.grad`` broadcasts
+    the gradient of a sum) and for the n-input Add with which ``pytensor.grad`` sums
+    the contributions of a tensor used n times (chained_dot small: x is used 50 times).
+    The rewrite, run after all of FAST_COMPILE's, writes those as NumPy would run them:
+    n-ary Add and Mul as a chain of binary ones, in order; ``second(x, y)`` as an
+    ``alloc`` of y in the broadcast shape. Nothing else changes.
+    """
+    if not _EAGER_MODE:
+        import pytensor.tensor as pt
+        from pytensor.compile.mode import FAST_COMPILE
+        from pytensor.graph.rewriting.basic import dfs_rewriter, node_rewriter
+        from pytensor.scalar import basic as ps
+        from pytensor.tensor.elemwise import Elemwise
+        from pytensor.tensor.extra_ops import broadcast_shape
+
+        @node_rewriter([Elemwise])
+        def numpy_elemwise(fgraph, node):
+            scalar_op = node.op.scalar_op
+            if isinstance(scalar_op, ps.Second):
+                x, y = node.inputs
+                return [pt.alloc(y, *broadcast_shape(x, y))]
+            if len(node.inputs) <= 2 or not isinstance(scalar_op, (ps.Add, ps.Mul)):
+                return None
+            combine = pt.add if isinstance(scalar_op, ps.Add) else pt.mul
+            total = node.inputs[0]
+            for term in node.inputs[1:]:
+                total = combine(total, term)
+            return [total]
+
+        rewrite = dfs_rewriter(numpy_elemwise, name="numpy_elemwise")
+        _EAGER_MODE.append(FAST_COMPILE.register((rewrite, 99)))
+    return _EAGER_MODE[0]
+
+
+def _residuals(loss, grads, roots):
+    """The forward tensors (ancestors of the loss) that the gradient graph reads."""
+    from pytensor.graph.basic import Constant
+    from pytensor.graph.traversal import ancestors, applys_between
+
+    forward = set(ancestors([loss]))
+    saved, seen = [], set(roots)
+    for node in applys_between(roots, grads):
+        if any(out in forward for out in node.outputs):
+            continue  # a forward op: it runs in the forward function
+        for var in node.inputs:
+            if var in forward and var not in seen and not isinstance(var, Constant):
+                seen.add(var)
+                saved.append(var)
+    return saved
+
+
+def _signature(params, inputs):
+    return tuple((k, str(v.dtype), tuple(v.shape)) for tree in (params, inputs) for k, v in tree.items())
+
+
+def _float_dtype(params):
+    """floatX for the graph: the params' float dtype (they share one)."""
+    kinds = {str(v.dtype) for v in params.values() if v.dtype.kind == "f"}
+    if len(kinds) != 1:
+        raise ValueError(f"params must share one float dtype, got {sorted(kinds) or 'none'}")
+    return kinds.pop()
+
+
+def _use_project_compiledir():
+    """Point PyTensor at gradmem's compile cache unless the user chose one."""
+    if "pytensor" in sys.modules:
+        return  # too late: PyTensor reads its flags on import
+    flags = os.environ.get("PYTENSOR_FLAGS", "")
+    if "compiledir" not in flags:
+        ours = PytensorAdapter.environment["PYTENSOR_FLAGS"]
+        os.environ["PYTENSOR_FLAGS"] = f"{ours},{flags}" if flags else ours
+
+
+def _static_shape(x):
+    shape = x.type.shape
+    if any(s is None for s in shape):
+        raise ValueError(f"PyTensor op needs a static shape, got {shape}")
+    return shape
+
+
+def _make_ops():
+    """The op-set namespace on pytensor.tensor (imported on first load)."""
+    import pytensor.tensor as pt
+    from pytensor.gradient import disconnected_grad
+    from pytensor.tensor.special import Softmax
+
+    def softmax(x, axis=-1):
+        # PyTensor's own Softmax (its hand-written pullback), inlined: not inlined, an
+        # OpFromGraph's forward is compiled apart in PyTensor's default mode (Numba
+        # in 3.x), which under FAST_COMPILE costs minutes of JIT and mixes backends.
+        return Softmax(axis=(axis % x.type.ndim,), inline=True)(x)
+
+    def logsumexp(x, axis=-1, keepdims=False):
+        # pt.logsumexp is log(sum(exp(x))): stable only after FAST_RUN's stabilize
+        # rewrite, so it overflows in eager mode. Shift by the (constant) max instead.
+        shift = disconnected_grad(pt.max(x, axis=axis, keepdims=True))
+        out = pt.log(pt.sum(pt.exp(x - shift), axis=axis, keepdims=True)) + shift
+        return out if keepdims else pt.squeeze(out, axis=axis)
+
+    def pad(x, p):
+        # zeros + set_subtensor: pt.pad is an OpFromGraph (see softmax).
+        n, c, h, w = _static_shape(x)
+        padded = pt.zeros((n, c, h + 2 * p, w + 2 * p), dtype=x.dtype)
+        return pt.set_subtensor(padded[:, :, p : p + h, p : p + w], x)
+
+    def conv2d(x, w, stride=1, padding=0):
+        # PyTensor 3 has no neural-network conv (tensor.nnet was removed;
+        # signal.convolve2d is one scipy call per channel pair). im2col from its
+        # primitives: the kh*kw strided slices of the zero-padded input, stacked into
+        # (N, C, kh*kw, Ho, Wo), contracted with the weights in one tensordot (BLAS).
+        if padding:
+            x = pad(x, padding)
+        _, c, h, wd = _static_shape(x)
+        o, _, kh, kw = _static_shape(w)
+        ho, wo = (h - kh) // stride + 1, (wd - kw) // stride + 1
+        cols = pt.stack(
+            [
+                x[:, :, i : i + stride * (ho - 1) + 1 : stride, j : j + stride * (wo - 1) + 1 : stride]
+                for i in range(kh)
+                for j in range(kw)
+            ],
+            axis=2,
+        )
+        out = pt.tensordot(cols, pt.reshape(w, (o, c, kh * kw)), axes=([1, 2], [1, 2]))
+        return pt.transpose(out, (0, 3, 1, 2))  # (N, Ho, Wo, O) -> NCHW
+
+    def max_pool2d(x, size=2):
+        n, c, h, w = _static_shape(x)
+        ho, wo = h // size, w // size
+        if (h, w) != (ho * size, wo * size):  # floor, as torch: drop the ragged edge
+            x = x[:, :, : ho * size, : wo * size]
+        return pt.max(pt.reshape(x, (n, c, ho, size, wo, size)), axis=(3, 5))
+
+    def upsample2d(x, scale=2):
+        n, c, h, w = _static_shape(x)
+        tiled = pt.broadcast_to(pt.reshape(x, (n, c, h, 1, w, 1)), (n, c, h, scale, w, scale))
+        return pt.reshape(tiled, (n, c, h * scale, w * scale))
+
+    return types.SimpleNamespace(
+        add=pt.add,
+        sub=pt.sub,
+        mul=pt.mul,
+        div=pt.true_div,
+        neg=pt.neg,
+        exp=pt.exp,
+        log=pt.log,
+        sqrt=pt.sqrt,
+        tanh=pt.tanh,
+        sigmoid=pt.sigmoid,
+        # switch, not maximum: the gradient is exactly 0 at 0, as the contract says.
+        relu=lambda x: pt.switch(pt.gt(x, 0), x, 0),
+        sin=pt.sin,
+        cos=pt.cos,
+        matmul=pt.matmul,
+        sum=lambda x, axis=None, keepdims=False: pt.sum(x, axis=axis, keepdims=keepdims),
+        mean=lambda x, axis=None, keepdims=False: pt.mean(x, axis=axis, keepdims=keepdims),
+        max=lambda x, axis=None, keepdims=False: pt.max(x, axis=axis, keepdims=keepdims),
+        reshape=lambda x, shape: pt.reshape(x, shape),
+        permute_dims=lambda x, axes: pt.transpose(x, axes),
+        concat=lambda xs, axis=0: pt.concatenate(list(xs), axis=axis),
+        stack=lambda xs, axis=0: pt.stack(list(xs), axis=axis),
+        getitem=lambda x, key: x[key],
+        take=lambda x, indices, axis=0: pt.take(x, indices, axis=axis),
+        where=pt.where,
+        softmax=softmax,
+        logsumexp=logsumexp,
+        conv2d=conv2d,
+        max_pool2d=max_pool2d,
+        upsample2d=upsample2d,
+        cumsum=lambda x, axis: pt.cumsum(x, axis=axis),
+    )
