@@ -1,0 +1,228 @@
+"""The reference engine (harness/engine): NumPy on the CPU, CuPy on CUDA; eager only.
+
+A thin adapter: the op set is ``harness.engine.ops`` itself, and gradients come from
+``harness.engine.value_and_grad`` / ``vjp``. Two engine options are exposed:
+
+- ``order``: the backward schedule, ``"heap"`` (default: max-heap by creation order,
+  PyTorch's), ``"bfs"`` or ``"dfs"``: ``ReferenceAdapter(order="bfs")``, or per call
+  ``value_and_grad(loss_fn, order="bfs")`` / ``split_vjp(loss_fn, order="bfs")``;
+- the ledger (live bytes of every buffer the engine allocated, a peak and a
+  timeline): each ``step`` / ``forward`` records into a fresh ``Ledger``, left in
+  ``adapter.last_ledger`` for the measurement to read (``peak_bytes``, ``timeline``,
+  ``live_by_tag()``). Pass ``ledger=`` to record into your own instead, or build the
+  adapter with ``track_memory=False`` to run without one (``last_ledger`` is None).
+
+CUDA: the engine computes on CuPy arrays when given them (``from_numpy(tree,
+"cuda")`` is ``cupy.asarray``). Its device probe counts CuPy's memory pool through a
+``cupy.cuda.MemoryHook`` (CuPy has no peak counter: notes/memory.md section 7).
+Everything CUDA-specific is at the end of this module; it was not run here (no GPU,
+no CuPy), and cuda is unavailable, with the reason, where either is missing.
+"""
+
+import glob
+import importlib.util
+
+from harness.choices import check_choice
+from harness.frameworks.base import Adapter, Unavailable
+
+
+class ReferenceAdapter(Adapter):
+    name = "reference"
+    module = "numpy"  # the engine is part of gradmem; it needs NumPy only
+    distributions = ("gradmem", "numpy", "cupy", "cupy-cuda12x", "cupy-cuda11x")
+    modes = ("eager",)
+    compiled_as = ""
+
+    def __init__(self, order="heap", track_memory=True):
+        from harness.engine.backward import ORDERS  # the engine imports NumPy only
+
+        self.order = check_choice("reference order", order, ORDERS)
+        self.track_memory = track_memory
+        self.last_ledger = None
+        self.device = "cpu"
+        self._settings = {}
+
+    # ---- in the worker -------------------------------------------------------------
+    def load(self, device="cpu", mode="eager"):
+        check_choice("reference device", device, ("cpu", "cuda"))
+        self.check_mode(mode)
+        if device == "cuda":
+            reason = _cuda_unavailable_reason()
+            if reason:
+                raise Unavailable(reason)
+        from harness import engine
+        from harness.frameworks.autograd import fix_numpy_blas_threads
+
+        self._settings = fix_numpy_blas_threads()
+        self._settings.update({"reference.order": self.order, "reference.ledger": bool(self.track_memory)})
+        self.device = device
+        self.ops = engine.ops
+        return self
+
+    def settings(self):
+        return dict(self._settings)
+
+    def devices(self):
+        found = ["cpu"]
+        if _nvidia_device_nodes() and not _cuda_unavailable_reason():
+            found.append("cuda")
+        return found
+
+    def from_numpy(self, tree, device="cpu"):
+        if device == "cuda":
+            import cupy
+
+            return {k: cupy.asarray(v) for k, v in tree.items()}
+        return dict(tree)
+
+    def to_numpy(self, tree):
+        import numpy as np
+
+        if isinstance(tree, dict):
+            return {k: self.to_numpy(v) for k, v in tree.items()}
+        if type(tree).__module__.partition(".")[0] == "cupy":
+            import cupy
+
+            return cupy.asnumpy(tree)  # waits for the device
+        return np.asarray(tree)
+
+    def sync(self, tree):
+        if self.device == "cuda":
+            import cupy
+
+            cupy.cuda.get_current_stream().synchronize()
+        return tree
+
+    # ---- gradients ----------------------------------------------------------------
+    def _ledger(self, ledger):
+        from harness.engine import Ledger
+
+        if ledger is None and self.track_memory:
+            ledger = Ledger()
+        self.last_ledger = ledger
+        return ledger
+
+    def value_and_grad(self, loss_fn, mode="eager", *, order=None, ledger=None):
+        """The base contract, plus the engine's options: `order` (None: the adapter's)
+        and `ledger` (None: a fresh one per step, in `last_ledger`)."""
+        self.check_mode(mode)
+        from harness import engine
+
+        order = self.order if order is None else order
+        ops = self.ops
+
+        def step(params, inputs):
+            run = engine.value_and_grad(
+                lambda p: loss_fn(ops, p, inputs), argnums=0, order=order, ledger=self._ledger(ledger)
+            )
+            return run(params)
+
+        return step
+
+    def split_vjp(self, loss_fn, mode="eager", *, order=None, ledger=None):
+        """forward traces the loss (the engine's tape keeps what the VJPs need);
+        backward walks it once, releasing each node's saved arrays as it goes."""
+        self.check_mode(mode)
+        from harness import engine
+
+        order = self.order if order is None else order
+        ops = self.ops
+
+        def forward(params, inputs):
+            return engine.vjp(
+                lambda p: loss_fn(ops, p, inputs), params, argnums=0, order=order, ledger=self._ledger(ledger)
+            )
+
+        def backward(state):
+            return state[1]()
+
+        return forward, backward
+
+    # ---- CUDA: everything device-specific for the reference engine is below ---------
+    def device_memory_probe(self, device):
+        if device != "cuda":
+            return None
+        import cupy
+
+        return CupyPoolProbe(cupy)
+
+
+class CupyPoolProbe:
+    """CuPy's default memory pool, which every CuPy array the engine makes comes from.
+
+    ``current_bytes`` is the pool's ``used_bytes()`` (blocks handed out, rounded to
+    512 B); the peak is that at ``reset()`` plus the largest net growth since, counted
+    by a MemoryHook from the ``mem_size`` of each pool malloc and free. ``reserved``
+    is the pool's ``total_bytes()`` (used + cached free blocks). Not seen: cuBLAS
+    workspaces and other allocations outside the pool (NVML sees those). MemoryHooks
+    are per thread: the probe must be made in the thread that runs the steps.
+    """
+
+    peak_since_reset = True
+
+    def __init__(self, cupy):
+        self.cupy = cupy
+        self.pool = cupy.get_default_memory_pool()
+        self.hook = _peak_hook_class(cupy)()
+        self.hook.__enter__()  # registers the hook for this thread, for the probe's life
+        self.base_used = 0
+
+    def _sync(self):
+        self.cupy.cuda.get_current_stream().synchronize()
+
+    def reset(self):
+        self._sync()
+        self.base_used = self.pool.used_bytes()
+        self.hook.growth = self.hook.peak_growth = 0
+
+    def current_bytes(self):
+        self._sync()
+        return self.pool.used_bytes()
+
+    def peak_bytes(self):
+        self._sync()
+        return self.base_used + self.hook.peak_growth
+
+    def reserved_bytes(self):
+        self._sync()
+        return self.pool.total_bytes()
+
+    def close(self):
+        self.hook.__exit__(None, None, None)
+
+
+def _peak_hook_class(cupy):
+    class PeakHook(cupy.cuda.MemoryHook):
+        """Net bytes malloc'd from the pool since the last reset, and their maximum."""
+
+        name = "gradmem_peak"
+
+        def __init__(self):
+            self.growth = self.peak_growth = 0
+
+        def malloc_postprocess(self, **kw):
+            self.growth += kw["mem_size"]
+            self.peak_growth = max(self.peak_growth, self.growth)
+
+        def free_postprocess(self, **kw):
+            self.growth -= kw["mem_size"]
+
+    return PeakHook
+
+
+def _cuda_unavailable_reason():
+    """"" when the engine can run on a CUDA GPU here (CuPy and a device), else why not."""
+    if importlib.util.find_spec("cupy") is None:
+        return "CuPy is not installed: the reference engine runs on CUDA through CuPy (pip install cupy-cuda12x)"
+    import cupy
+
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError as err:
+        return f"CuPy finds no usable CUDA device ({err})"
+    return "" if count > 0 else "CuPy finds no CUDA device"
+
+
+def _nvidia_device_nodes():
+    """True when the NVIDIA driver exposes a GPU (checked without importing CuPy)."""
+    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
