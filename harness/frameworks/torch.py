@@ -27,6 +27,7 @@ frees the graph's saved tensors as it goes.
 users run); it updates the params given to ``optimizer()`` in place and returns them.
 """
 
+import functools
 import shutil
 
 from harness.choices import OPTIMIZERS, check_choice
@@ -65,7 +66,12 @@ class TorchAdapter(Adapter):
             cxx = inductor_config.cpp.cxx[-1] if device == "cpu" else None
             if cxx and shutil.which(cxx) is None:
                 raise Unavailable(f"torch.compile on CPU needs the C++ compiler {cxx!r}, which is not on PATH")
-            self._settings["torch.compile"] = "dynamic=False, backend=inductor"
+            import torch._dynamo.config as dynamo_config
+
+            # Never measure eager under the name "compiled": past the recompile limit
+            # Dynamo silently runs the Python function eagerly; make that an error.
+            dynamo_config.fail_on_recompile_limit_hit = True
+            self._settings["torch.compile"] = "dynamic=False, backend=inductor, fail_on_recompile_limit_hit"
         self.device = device
         self.ops = _make_ops(torch)
         return self
@@ -104,11 +110,11 @@ class TorchAdapter(Adapter):
 
     def _loss_callable(self, loss_fn, mode):
         self.check_mode(mode)
-        ops = self.ops
-
-        def loss(params, inputs):
-            return loss_fn(ops, params, inputs)
-
+        # A partial, not a closure: TorchDynamo caches compiled code per *code object*,
+        # so every workload's own loss gets its own cache. One shared closure would
+        # recompile for each workload and dtype, and after recompile_limit (8) it falls
+        # back to eager (load() turns that fallback into an error).
+        loss = functools.partial(loss_fn, self.ops)
         if mode == "compiled":
             import torch
 
