@@ -15,9 +15,9 @@ Modes:
   ``torch.autograd.grad`` runs it. This is how PyTorch users compile training: the model
   is compiled, the backward follows. ``dynamic=False`` specialises on shapes (one cell
   = one shape; no dynamic-shape recompile). Compilation happens on the first call and
-  costs seconds even for tiny graphs (~25 s with a cold Inductor cache on this 2-core
-  machine; the cache lives in /tmp/torchinductor_$USER and makes later compiles of the
-  same graph much shorter).
+  costs seconds even for tiny graphs (chained_dot tiny on this 2-core machine: ~8 s
+  with an empty Inductor cache, 1-2 s warm; the cache lives in /tmp/torchinductor_$USER,
+  TORCHINDUCTOR_CACHE_DIR moves it; seq2seq_attention tiny: ~48 s).
 
 ``split_vjp`` (both modes): forward = the loss with ``requires_grad`` leaves (autograd
 keeps what the backward needs on the graph), backward = ``torch.autograd.grad``, which
@@ -27,8 +27,9 @@ frees the graph's saved tensors as it goes.
 users run); it updates the params given to ``optimizer()`` in place and returns them.
 """
 
-import functools
+import itertools
 import shutil
+import types
 
 from harness.choices import OPTIMIZERS, check_choice
 from harness.frameworks import threads
@@ -110,15 +111,15 @@ class TorchAdapter(Adapter):
 
     def _loss_callable(self, loss_fn, mode):
         self.check_mode(mode)
-        # A partial, not a closure: TorchDynamo caches compiled code per *code object*,
-        # so every workload's own loss gets its own cache. One shared closure would
-        # recompile for each workload and dtype, and after recompile_limit (8) it falls
-        # back to eager (load() turns that fallback into an error).
-        loss = functools.partial(loss_fn, self.ops)
+        ops = self.ops
+
+        def loss(params, inputs):
+            return loss_fn(ops, params, inputs)
+
         if mode == "compiled":
             import torch
 
-            return torch.compile(loss, dynamic=False)
+            return torch.compile(_own_code_object(loss), dynamic=False)
         return loss
 
     def value_and_grad(self, loss_fn, mode="eager"):
@@ -236,6 +237,24 @@ def _nvidia_device_nodes():
     return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
 
 
+def _own_code_object(fn):
+    """`fn` with a code object of its own.
+
+    TorchDynamo keeps its compiled graphs on the *code object* it intercepts. Every
+    step this adapter makes runs the same closure code (and a partial goes through
+    one shared Dynamo wrapper), so one process compiling several workloads or dtypes
+    (`python -m harness check`) recompiled that one code object per workload and dtype
+    and, past recompile_limit (8), ran the rest eagerly while calling it "compiled".
+    A copy of the code object per step gives each step its own cache; load() also
+    makes hitting the limit an error instead of a silent eager fallback."""
+    name = f"{fn.__name__}_{next(_compiled_steps)}"
+    code = fn.__code__.replace(co_name=name, co_qualname=name)
+    return types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+
+
+_compiled_steps = itertools.count()
+
+
 # ---- threads ----------------------------------------------------------------------------
 def _fix_threads(torch):
     """torch's intra-op pool (set_num_threads) and inter-op pool to GRADMEM_THREADS."""
@@ -261,8 +280,6 @@ def _all_axes(x, axis):
 
 
 def _make_ops(torch):
-    import types
-
     F = torch.nn.functional
 
     def take(x, indices, axis=0):

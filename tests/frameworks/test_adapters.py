@@ -34,8 +34,8 @@ from harness.workloads import build
 
 # (adapter, mode) -> why only the small tests (chained_dot, split_vjp) run there: their
 # compile of the all-op loss is too slow for the suite. Measured on this 2-core machine:
-# - torch.compile: 59 s with an empty Inductor cache (chained_dot tiny: ~25 s empty,
-#   ~4 s warm). Checked by hand: the all-op loss passes the op test in both dtypes.
+# - torch.compile: 59 s with an empty Inductor cache (chained_dot tiny: ~8 s empty,
+#   1-4 s warm). Checked by hand: the all-op loss passes the op test in both dtypes.
 # - PyTensor's C linker: 200 s (float64) + 118 s (float32) with an empty compile
 #   cache, 9 + 5 s warm; tests/frameworks/test_pytensor_adapter.py covers its ops.
 SLOW_MODES = {
