@@ -24,5 +24,8 @@ run: $(STAMP)
 	$(PY) -m harness run --size small --out $(OUT)/cpu-small.jsonl
 	$(PY) -m harness report $(OUT)/cpu-small.jsonl --out $(OUT)/report
 
+# The report's browser test needs Chromium (Debian's package; installed when missing).
+# PyTensor's compile cache is pinned so every test process shares one cache.
 test: $(STAMP)
-	$(PY) -m pytest
+	bash tools/ensure_chromium.sh
+	PYTENSOR_FLAGS=base_compiledir=$$HOME/.cache/gradmem/pytensor $(PY) -m pytest
