@@ -1,4 +1,4 @@
-"""One Linear layer applied K times: ``h <- tanh(h @ W^T + b)``, W^T taken at each use.
+"""One Linear layer applied to K inputs: ``h_k = tanh(x_k @ W^T + b)``, W^T per use.
 
 From PyTorch PR #4746 ("Heuristic-based autograd execution order"): a real model used
 one ``Linear`` many times; once ``Linear`` was decomposed into ``Transpose`` + ``Addmm``,
@@ -7,6 +7,9 @@ of W^T waited together ("huge amount of memory occupied by intermediate results"
 instead of being accumulated one by one; the fix was the creation-order max-heap that
 PyTorch still uses. So the transpose is taken *inside* the loop, at every use, as
 ``F.linear`` does: that per-use transpose node is what an execution order can delay.
+The K uses feed the loss side by side (``sum(stack(...))``, like a projection applied
+at every step of a sequence), so breadth-first order reaches all K matmuls before any
+transpose; in a chain of uses it would not, and the workload would show nothing.
 W is stored (out, in) like ``torch.nn.Linear.weight``.
 
 The PR gives no model sizes; ``paper`` is chosen so the effect is unmistakable: K = 64
@@ -18,7 +21,7 @@ import math
 from harness.workloads import itemsize
 
 SOURCE = "PyTorch PR #4746 (heuristic-based autograd execution order)"
-STRESSES = "one Linear reused K times, W^T taken per use: backward execution order"
+STRESSES = "one Linear applied to K inputs, W^T taken per use: backward execution order"
 SIZES = {
     "tiny": {"B": 3, "D": 16, "K": 5},
     "small": {"B": 16, "D": 512, "K": 32},
@@ -33,23 +36,25 @@ def init(rng, size, dtype):
         "W": 0.9 / math.sqrt(D) * rng.standard_normal((D, D)),
         "b": 0.1 * rng.standard_normal(D),
     }
-    inputs = {"x": rng.standard_normal((B, D))}
+    inputs = {"x": rng.standard_normal((SIZES[size]["K"], B, D))}
     cast = lambda tree: {k: v.astype(dtype) for k, v in tree.items()}
     return cast(params), cast(inputs)
 
 
 def loss(ops, params, inputs, cfg):
     W, b = params["W"], params["b"]
-    h = inputs["x"]
-    for _ in range(cfg["K"]):
-        h = ops.tanh(ops.add(ops.matmul(h, ops.permute_dims(W, (1, 0))), b))
-    return ops.mean(ops.mul(h, h))
+    per_use = []
+    for k in range(cfg["K"]):
+        x_k = ops.getitem(inputs["x"], k)
+        h = ops.tanh(ops.add(ops.matmul(x_k, ops.permute_dims(W, (1, 0))), b))
+        per_use.append(ops.mean(ops.mul(h, h)))
+    return ops.sum(ops.stack(per_use))
 
 
 def bound_bytes(size, dtype):
-    # Use k computes h_k = tanh(h_{k-1} @ W^T + b): W's gradient needs h_{k-1}, tanh's
-    # VJP needs h_k (or its pre-activation), so h_1 .. h_K are live together at the end
-    # of the forward pass: K (B, D) arrays (h_0 = x is an input). The transposes are
+    # Use k computes h_k = tanh(x_k @ W^T + b): W's gradient needs x_k (an input, in
+    # the baseline), tanh's VJP and the square need h_k (or its pre-activation), so
+    # h_1 .. h_K are live together at the end of the forward pass: K (B, D) arrays. The transposes are
     # views or (D, D) temporaries needed by no VJP. The K pending (D, D) gradients of
     # a bad execution order are *not* in the bound: they are what it exposes.
     c = SIZES[size]

@@ -1,0 +1,25 @@
+"""gradmem's reference reverse-mode engine, on NumPy (CuPy when given CuPy arrays).
+
+    from harness.engine import ops, value_and_grad, vjp, Ledger
+    ledger = Ledger()
+    loss, grads = value_and_grad(f, argnums=(0,), order="heap", ledger=ledger)(x, z)
+    ledger.peak_bytes, ledger.timeline
+
+It does what the issue threads found the big frameworks getting wrong (notes/engine.md):
+VJPs save only what they need and only for inputs that need a gradient; saved arrays
+and cotangents go as soon as they have been used; fan-in gradients accumulate in place;
+nodes that lead to no requested variable never run; float32 stays float32; and the
+ledger counts every buffer it holds, views once.
+
+Modules, one job each: xp (NumPy or CuPy), ledger (live bytes), tape (traced values,
+nodes, primitives), prims (every primitive with its VJP), ops (the op set),
+backward (the reverse pass and its schedules), api (vjp, value_and_grad),
+testing (check_grads), demo (the figures: `python -m harness.engine`).
+"""
+
+from harness.engine import ops
+from harness.engine.api import grad, value_and_grad, vjp
+from harness.engine.backward import ORDERS
+from harness.engine.ledger import Ledger
+
+__all__ = ["ops", "value_and_grad", "vjp", "grad", "Ledger", "ORDERS"]

@@ -1,0 +1,225 @@
+"""The reverse pass: schedule, prune, run each VJP once, accumulate in place.
+
+What it guarantees, each with the thread or commit it comes from (notes/engine.md):
+
+- only nodes between the loss and a wanted leaf run a VJP (2.7 pruning); inside a
+  node, only parents that need a gradient get one;
+- a node's VJP closures, and so its saved arrays, are dropped as soon as it has run
+  (2.2), and its incoming cotangent as soon as it has been passed on (2.3);
+- contributions to one variable are summed as they arrive, into one buffer the pass
+  owns (2.5, HIPS autograd #219, bb8c0bc). A cotangent is *owned* when nothing else
+  can see its buffer: a fresh VJP output, or the incoming cotangent passed on to one
+  parent only. Borrowed ones (add passes g to both operands; sum returns a read-only
+  broadcast view) are copied once, on the second arrival, and owned from then on;
+- the order is a max-heap by creation number (PyTorch PR #4746), or FIFO (BFS) or
+  LIFO (DFS) over ready nodes, for comparison.
+
+In the heap order no readiness bookkeeping is needed: the pending node with the
+largest creation number is always ready, because every consumer of a node was created
+after it (so this is "walk the tape backwards, skipping pruned nodes"). BFS and DFS
+need each node's count of consumers still to deliver.
+"""
+
+import collections
+import heapq
+
+from harness.engine import xp
+from harness.engine.prims import Scatter
+from harness.engine.tape import Leaf
+
+ORDERS = ("heap", "bfs", "dfs")
+
+
+def check_order(order):
+    if order not in ORDERS:
+        raise ValueError(f"unknown backward order {order!r}; valid orders: {', '.join(ORDERS)}")
+    return order
+
+
+def backward(root, seed, wanted, order="heap", ledger=None):
+    """Cotangents of the `wanted` leaf nodes, given cotangent `seed` at `root`.
+
+    Consumes the graph: every node it runs loses its VJP closures and parent links.
+    Returns one fresh, writable array per wanted leaf (zeros where the loss does not
+    depend on it).
+    """
+    needed, pending = _plan(root, set(wanted))
+    schedule = _SCHEDULES[check_order(order)](pending)
+    grads = {}  # node -> (cotangent, owned)
+    if root in needed:
+        grads[root] = (seed, False)
+        if not isinstance(root, Leaf):
+            schedule.start(root)
+    while (node := schedule.pop()) is not None:
+        _run(node, grads, needed, schedule, ledger)
+    return [_result(grads.pop(leaf, None), ledger) for leaf in wanted]
+
+
+def _run(node, grads, needed, schedule, ledger):
+    """Run one node's VJP and pass its cotangents on. A function of its own so that
+    every local (the incoming cotangent, the closures) is gone when it returns."""
+    g, g_owned = grads.pop(node)
+    parents, vjps = node.parents, node.vjps
+    node.parents = node.vjps = None
+    if ledger is not None:
+        ledger.vjp_calls[node.name] += 1
+    outgoing = []
+    for i, parent in enumerate(parents):
+        if parent is None or parent not in needed:
+            continue
+        ct = _as_array(vjps[i](g), g)
+        if ledger is not None and not isinstance(ct, Scatter):
+            ledger.track(ct, "backward:" + node.name)  # before the release: both were live
+        vjps[i] = None  # this closure's saved arrays can go now
+        outgoing.append((parent, ct))
+    del vjps
+    owned = _ownership([ct for _, ct in outgoing], g, g_owned)
+    del g  # from here the incoming cotangent lives on only through `outgoing`
+    outgoing = [(parent, ct, own) for (parent, ct), own in zip(outgoing, owned)][::-1]
+    while outgoing:  # popped one by one: each cotangent goes once it is accumulated
+        parent, ct, ct_owned = outgoing.pop()
+        _check_cotangent(node, parent, ct)
+        first = parent not in grads
+        grads[parent] = _accumulate(grads.get(parent), ct, ct_owned, ledger)
+        if not isinstance(parent, Leaf):
+            schedule.delivered(parent, first)
+
+
+def _plan(root, wanted):
+    """The nodes from which a wanted leaf can be reached (walking from the root), and
+    for each of them how many edges from other such nodes point at it."""
+    reaches = {}
+    stack = [root]
+    while stack:  # iterative post-order: chains can be far deeper than Python's stack
+        node = stack[-1]
+        if node in reaches:
+            stack.pop()
+            continue
+        todo = [p for p in node.parents if p is not None and p not in reaches]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        reaches[node] = node in wanted or any(reaches[p] for p in node.parents if p is not None)
+    needed = {node for node, ok in reaches.items() if ok}
+    pending = collections.Counter(
+        p for node in needed for p in node.parents if p in needed and not isinstance(p, Leaf)
+    )
+    return needed, pending
+
+
+class HeapSchedule:
+    """Max-heap by creation number: the latest-created pending node runs first."""
+
+    def __init__(self, pending):
+        self._heap = []
+
+    def start(self, node):
+        heapq.heappush(self._heap, (-node.seq, node))
+
+    def delivered(self, node, first):
+        if first:  # creation numbers are unique, so nodes are never compared
+            heapq.heappush(self._heap, (-node.seq, node))
+
+    def pop(self):
+        return heapq.heappop(self._heap)[1] if self._heap else None
+
+
+class FifoSchedule:
+    """Breadth-first: ready nodes (all consumers delivered) in the order they became ready."""
+
+    def __init__(self, pending):
+        self._pending = pending
+        self._ready = collections.deque()
+
+    def start(self, node):
+        self._ready.append(node)
+
+    def delivered(self, node, first):
+        self._pending[node] -= 1
+        if self._pending[node] == 0:
+            self._ready.append(node)
+
+    def pop(self):
+        return self._ready.popleft() if self._ready else None
+
+
+class LifoSchedule(FifoSchedule):
+    """Depth-first: the most recently readied node first."""
+
+    def pop(self):
+        return self._ready.pop() if self._ready else None
+
+
+_SCHEDULES = {"heap": HeapSchedule, "bfs": FifoSchedule, "dfs": LifoSchedule}
+
+
+def _as_array(ct, g):
+    if isinstance(ct, Scatter) or xp.is_array(ct):
+        return ct
+    return xp.array_module(g).asarray(ct)  # NumPy turns 0-d results into scalars
+
+
+def _ownership(cts, g, g_owned):
+    """Which cotangents may be written in place: a buffer no other cotangent shares,
+    that is not the incoming one unless that was owned, and that is not a broadcast."""
+    ids = [None if isinstance(ct, Scatter) else id(xp.owner(ct)) for ct in cts]
+    g_id = id(xp.owner(g))
+    return [
+        i is not None and ids.count(i) == 1 and (i != g_id or g_owned) and xp.is_exclusive_view(ct)
+        for i, ct in zip(ids, cts)
+    ]
+
+
+def _accumulate(previous, ct, owned, ledger):
+    """Add cotangent `ct` to the gradient accumulated so far for one node."""
+    if isinstance(ct, Scatter):
+        if previous is None:
+            acc = xp.array_module(ct.values).zeros(ct.shape, dtype=ct.dtype)
+            _track(ledger, acc, "backward:scatter")
+        else:
+            acc, acc_owned = previous
+            if not acc_owned:
+                acc = _copy(acc, ledger)
+        ct.add_into(acc)
+        return acc, True
+    if previous is None:
+        return ct, owned  # the first arrival is kept as it is, borrowed or not
+    acc, acc_owned = previous
+    if acc_owned:
+        acc += ct
+        return previous
+    if owned:
+        ct += acc
+        return ct, True
+    acc = acc + ct  # both borrowed: one fresh buffer, owned from now on
+    _track(ledger, acc, "backward:accumulate")
+    return acc, True
+
+
+def _check_cotangent(node, parent, ct):
+    if ct.shape != parent.shape or ct.dtype != parent.dtype:
+        raise RuntimeError(
+            f"the VJP of {node.name} returned a {ct.dtype}{tuple(ct.shape)} cotangent for an "
+            f"input of {parent.dtype}{tuple(parent.shape)}"
+        )
+
+
+def _result(entry, ledger):
+    if entry is None:  # the loss does not depend on this leaf: the caller makes zeros
+        return None
+    g, owned = entry
+    if not owned:  # the caller gets its own writable array, never a view of another
+        g = _copy(g, ledger)
+    return g
+
+
+def _copy(a, ledger):
+    a = a.copy()
+    _track(ledger, a, "backward:accumulate")
+    return a
+
+
+def _track(ledger, a, tag):
+    if ledger is not None:
+        ledger.track(a, tag)

@@ -1,0 +1,616 @@
+"""Every primitive: its forward on raw arrays and, right below, its VJP.
+
+A VJP maker has the signature ``(out, *args, **params) -> (g -> cotangent)``. It runs
+at forward time, and only for arguments that need a gradient. Whatever the inner
+closure mentions is saved until the node's VJP has run, so each rule mentions only what
+it needs, following the table in notes/engine.md 2.1:
+
+  shapes only   add sub neg sum mean reshape permute_dims getitem concat stack
+                upsample2d cumsum
+  the output    exp sqrt tanh sigmoid relu softmax
+  the input     log sin cos max_pool2d, and mul/div/matmul/conv2d save the *other*
+                operand, and only when this one needs a gradient
+  both          max, logsumexp (input + reduced output), div's divisor (out, y)
+
+Every residual is an operand or the output: no hidden array is saved, so the ledger,
+which sees operands and outputs, sees every saved byte.
+
+Constants are Python scalars or have the cotangent's dtype, so float32 stays float32
+under NumPy 2 (NEP 50: a float64 or int64 *array* would upcast). VJPs run on raw
+arrays, never on traced values: the backward pass is not recorded.
+"""
+
+import math
+import numbers
+
+from harness.engine.tape import Var, defvjp, defvjp_argnum, primitive
+from harness.engine.xp import array_module as xp_of
+from harness.engine.xp import is_array
+
+
+# ---- helpers -------------------------------------------------------------------------
+
+
+def unbroadcast(g, shape):
+    """Sum `g` over the axes NumPy broadcasting added or stretched, down to `shape`."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
+    )
+    return g.sum(axis=axes, keepdims=True).reshape(shape)
+
+
+def unbroadcast_f(x, vjp):
+    shape = x.shape  # the closure keeps the shape, not x
+    return lambda g: unbroadcast(vjp(g), shape)
+
+
+def normalize_axes(axis, ndim):
+    """None, an int or a tuple -> a sorted tuple of non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    return tuple(sorted(a % ndim for a in axes))
+
+
+def kept_shape(shape, axis):
+    """The shape of a reduction over `axis` with keepdims=True."""
+    axes = normalize_axes(axis, len(shape))
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+class Scatter:
+    """A cotangent that is `values` at `index` of a zero array of `shape`: getitem's
+    and take's VJPs return it, and the backward pass adds it straight into the
+    gradient it accumulates into, instead of materialising a mostly-zero array per
+    slice (HIPS autograd's `untake`, #219)."""
+
+    __slots__ = ("shape", "dtype", "index", "values", "repeated")
+
+    def __init__(self, shape, dtype, index, values, repeated):
+        self.shape, self.dtype, self.index, self.values = shape, dtype, index, values
+        self.repeated = repeated  # the index may repeat (take): add each occurrence
+
+    def add_into(self, target):
+        if self.repeated:
+            from harness.engine.xp import scatter_add
+
+            scatter_add(target, self.index, self.values)
+        else:
+            target[self.index] += self.values
+
+
+# ---- elementwise, broadcasting; either operand may be a Python scalar ------------------
+
+
+@primitive(n_arrays=2)
+def add(x, y):
+    return xp_of(x, y).add(x, y)
+
+
+@primitive(n_arrays=2)
+def sub(x, y):
+    return xp_of(x, y).subtract(x, y)
+
+
+@primitive(n_arrays=2)
+def mul(x, y):
+    return xp_of(x, y).multiply(x, y)
+
+
+@primitive(n_arrays=2)
+def div(x, y):
+    return xp_of(x, y).true_divide(x, y)
+
+
+defvjp(add, lambda out, x, y: unbroadcast_f(x, lambda g: g),
+            lambda out, x, y: unbroadcast_f(y, lambda g: g))  # fmt: skip
+defvjp(sub, lambda out, x, y: unbroadcast_f(x, lambda g: g),
+            lambda out, x, y: unbroadcast_f(y, lambda g: -g))  # fmt: skip
+defvjp(mul, lambda out, x, y: unbroadcast_f(x, lambda g: g * y),
+            lambda out, x, y: unbroadcast_f(y, lambda g: g * x))  # fmt: skip
+defvjp(div, lambda out, x, y: unbroadcast_f(x, lambda g: g / y),
+            lambda out, x, y: unbroadcast_f(y, lambda g: -g * out / y))  # fmt: skip
+
+
+# ---- unary ---------------------------------------------------------------------------
+
+
+@primitive()
+def neg(x):
+    return xp_of(x).negative(x)
+
+
+@primitive()
+def exp(x):
+    return xp_of(x).exp(x)
+
+
+@primitive()
+def log(x):
+    return xp_of(x).log(x)
+
+
+@primitive()
+def sqrt(x):
+    return xp_of(x).sqrt(x)
+
+
+@primitive()
+def tanh(x):
+    return xp_of(x).tanh(x)
+
+
+@primitive()
+def sigmoid(x):
+    # 1/(1+exp(-x)) overflows for x << 0; this identity does not, in one buffer.
+    xp = xp_of(x)
+    y = xp.asarray(xp.multiply(x, 0.5))  # a 0-d operand gives a scalar, not an array
+    xp.tanh(y, out=y)
+    y += 1
+    y *= 0.5
+    return y
+
+
+@primitive()
+def relu(x):
+    return xp_of(x).maximum(x, 0)
+
+
+@primitive()
+def sin(x):
+    return xp_of(x).sin(x)
+
+
+@primitive()
+def cos(x):
+    return xp_of(x).cos(x)
+
+
+defvjp(neg,     lambda out, x: lambda g: -g)
+defvjp(exp,     lambda out, x: lambda g: g * out)
+defvjp(log,     lambda out, x: lambda g: g / x)
+defvjp(sqrt,    lambda out, x: lambda g: g * 0.5 / out)
+defvjp(tanh,    lambda out, x: lambda g: g * (1 - out * out))
+defvjp(sigmoid, lambda out, x: lambda g: g * out * (1 - out))
+defvjp(relu,    lambda out, x: lambda g: g * (out > 0))  # 0 at the kink, like torch
+defvjp(sin,     lambda out, x: lambda g: g * xp_of(x).cos(x))
+defvjp(cos,     lambda out, x: lambda g: -g * xp_of(x).sin(x))  # fmt: skip
+
+
+# ---- linear algebra --------------------------------------------------------------------
+
+
+@primitive(n_arrays=2)
+def matmul(a, b):
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError("operands must be at least 2-D: (..., m, k) @ (..., k, n)")
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"inner dimensions differ: {a.shape} @ {b.shape}")
+    return xp_of(a, b).matmul(a, b)
+
+
+def _matmul_vjp_a(out, a, b):
+    a_shape = a.shape
+    return lambda g: unbroadcast(g @ b.swapaxes(-1, -2), a_shape)
+
+
+def _matmul_vjp_b(out, a, b):
+    b_shape = b.shape
+    if b.ndim == 2 and a.ndim > 2:
+        # A 2-D weight under batched activations: fold the batch into the contraction,
+        # one (k, n) result instead of a (batch, k, n) one summed afterwards.
+        k = a.shape[-1]
+        return lambda g: a.reshape(-1, k).T @ g.reshape(-1, g.shape[-1])
+    return lambda g: unbroadcast(a.swapaxes(-1, -2) @ g, b_shape)
+
+
+defvjp(matmul, _matmul_vjp_a, _matmul_vjp_b)
+
+
+# ---- reductions ------------------------------------------------------------------------
+
+
+@primitive()
+def sum(x, axis=None, keepdims=False):
+    return xp_of(x).sum(x, axis=axis, keepdims=keepdims)
+
+
+@primitive()
+def mean(x, axis=None, keepdims=False):
+    return xp_of(x).mean(x, axis=axis, keepdims=keepdims)
+
+
+@primitive()
+def max(x, axis=None, keepdims=False):
+    return xp_of(x).max(x, axis=axis, keepdims=keepdims)
+
+
+def _sum_vjp(out, x, axis=None, keepdims=False):
+    shape, keep = x.shape, kept_shape(x.shape, axis)
+    # A broadcast view of g, not a copy: consumers read it, accumulation copies it.
+    return lambda g: xp_of(g).broadcast_to(g.reshape(keep), shape)
+
+
+def _mean_vjp(out, x, axis=None, keepdims=False):
+    shape, keep = x.shape, kept_shape(x.shape, axis)
+    count = math.prod(shape[a] for a in normalize_axes(axis, x.ndim))  # a Python int
+    return lambda g: xp_of(g).broadcast_to(g.reshape(keep) / count, shape)
+
+
+def _max_vjp(out, x, axis=None, keepdims=False):
+    keep, axes = kept_shape(x.shape, axis), normalize_axes(axis, x.ndim)
+
+    def vjp(g):
+        chosen = x == out.reshape(keep)  # ties share the gradient, as torch.amax, jax
+        count = chosen.sum(axis=axes, keepdims=True, dtype=g.dtype)
+        return chosen * (g.reshape(keep) / count)
+
+    return vjp
+
+
+defvjp(sum, _sum_vjp)
+defvjp(mean, _mean_vjp)
+defvjp(max, _max_vjp)
+
+
+# ---- shape -----------------------------------------------------------------------------
+
+
+@primitive(structural=True)
+def reshape(x, shape):
+    return x.reshape(shape)
+
+
+@primitive(structural=True)
+def permute_dims(x, axes):
+    return x.transpose(axes)
+
+
+@primitive(n_arrays=None, structural=True)
+def _concat(*xs, axis=0):
+    return xp_of(*xs).concatenate(xs, axis=axis)
+
+
+@primitive(n_arrays=None, structural=True)
+def _stack(*xs, axis=0):
+    return xp_of(*xs).stack(xs, axis=axis)
+
+
+def concat(xs, axis=0):
+    """Join a sequence of arrays along an existing axis."""
+    return _concat(*xs, axis=axis)
+
+
+def stack(xs, axis=0):
+    """Join a sequence of arrays along a new axis."""
+    return _stack(*xs, axis=axis)
+
+
+@primitive(structural=True)
+def getitem(x, key):
+    for k in key if isinstance(key, tuple) else (key,):
+        if not _is_basic_index(k):
+            raise TypeError(
+                f"only basic indexing (ints, slices, Ellipsis, None) is supported, got "
+                f"{type(k).__name__} in the key; use take() for integer-array indexing"
+            )
+    return x[key]
+
+
+def _is_basic_index(k):
+    if k is None or k is Ellipsis or isinstance(k, slice):
+        return True
+    return isinstance(k, numbers.Integral) and not isinstance(k, bool)
+
+
+def _concat_vjp(argnum, out, *xs, axis=0):
+    axis = axis % out.ndim
+    start = 0
+    for x in xs[:argnum]:
+        start += x.shape[axis]
+    index = (slice(None),) * axis + (slice(start, start + xs[argnum].shape[axis]),)
+    return lambda g: g[index]
+
+
+def _stack_vjp(argnum, out, *xs, axis=0):
+    index = (slice(None),) * (axis % out.ndim) + (argnum,)
+    return lambda g: g[index]
+
+
+def _getitem_vjp(out, x, key):
+    shape, dtype = x.shape, x.dtype
+    return lambda g: Scatter(shape, dtype, key, g, repeated=False)
+
+
+def _reshape_vjp(out, x, shape):
+    x_shape = x.shape
+    return lambda g: g.reshape(x_shape)
+
+
+def _permute_vjp(out, x, axes):
+    inverse = tuple(sorted(range(x.ndim), key=lambda i: axes[i] % x.ndim))
+    return lambda g: g.transpose(inverse)
+
+
+defvjp(reshape, _reshape_vjp)
+defvjp(permute_dims, _permute_vjp)
+defvjp_argnum(_concat, _concat_vjp)
+defvjp_argnum(_stack, _stack_vjp)
+defvjp(getitem, _getitem_vjp)
+
+
+# ---- indexing --------------------------------------------------------------------------
+
+
+@primitive(n_arrays=2, nondiff=(1,))
+def take(x, indices, axis=0):
+    indices = xp_of(x).asarray(indices)
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"indices must be an integer array, got {indices.dtype}")
+    return xp_of(x).take(x, indices, axis=axis)
+
+
+@primitive(n_arrays=3, nondiff=(0,))
+def where(cond, x, y):
+    if not is_array(cond) or cond.dtype.kind != "b":
+        raise TypeError(f"cond must be a boolean array, got {getattr(cond, 'dtype', type(cond).__name__)}")
+    return xp_of(cond, x, y).where(cond, x, y)
+
+
+def _take_vjp(out, x, indices, axis=0):
+    shape, dtype = x.shape, x.dtype
+    index = (slice(None),) * (axis % x.ndim) + (xp_of(x).asarray(indices),)
+    return lambda g: Scatter(shape, dtype, index, g, repeated=True)
+
+
+def _where_vjp(argnum, out, cond, x, y):
+    if argnum == 1:
+        return unbroadcast_f(x, lambda g: xp_of(g).where(cond, g, _zero(g)))
+    return unbroadcast_f(y, lambda g: xp_of(g).where(cond, _zero(g), g))
+
+
+def _zero(g):
+    return xp_of(g).zeros((), dtype=g.dtype)
+
+
+defvjp(take, _take_vjp, None)
+defvjp_argnum(where, _where_vjp)
+
+
+# ---- neural-network ops ----------------------------------------------------------------
+
+
+@primitive()
+def softmax(x, axis=-1):
+    xp = xp_of(x)
+    e = x - _finite_max(x, axis)
+    xp.exp(e, out=e)
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
+
+
+@primitive()
+def logsumexp(x, axis=-1, keepdims=False):
+    xp = xp_of(x)
+    m = _finite_max(x, axis)
+    e = x - m
+    xp.exp(e, out=e)
+    out = xp.log(e.sum(axis=axis, keepdims=True))
+    out += m
+    return out if keepdims else out.reshape(_reduced_shape(x.shape, axis))
+
+
+def _reduced_shape(shape, axis):
+    axes = normalize_axes(axis, len(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in axes)
+
+
+def _finite_max(x, axis):
+    """max over axis (kept), with -inf/nan replaced by 0 so that x - max stays finite."""
+    xp = xp_of(x)
+    m = x.max(axis=axis, keepdims=True)
+    return xp.where(xp.isfinite(m), m, _zero(m))
+
+
+def _softmax_vjp(out, x, axis=-1):
+    return lambda g: out * (g - (g * out).sum(axis=axis, keepdims=True))
+
+
+def _logsumexp_vjp(out, x, axis=-1, keepdims=False):
+    keep = kept_shape(x.shape, axis)
+
+    def vjp(g):
+        p = x - out.reshape(keep)  # softmax(x) = exp(x - logsumexp(x)), in one buffer
+        xp_of(p).exp(p, out=p)
+        p *= g.reshape(keep)
+        return p
+
+    return vjp
+
+
+defvjp(softmax, _softmax_vjp)
+defvjp(logsumexp, _logsumexp_vjp)
+
+
+@primitive(n_arrays=2)
+def conv2d(x, w, stride=1, padding=0):
+    # Cross-correlation as a sum over the kernel offsets (i, j): each adds
+    # w[:, :, i, j] @ (the input pixels that offset sees), one batched BLAS call. It
+    # needs one input-sized transient at a time, where im2col needs kh*kw of them.
+    n, c, ho, wo, kh, kw = _conv_geometry(x, w, stride, padding)
+    xpad = _pad(x, padding)
+    out = None
+    for i in range(kh):
+        for j in range(kw):
+            term = w[:, :, i, j] @ _at_offset(xpad, i, j, stride, ho, wo).reshape(n, c, ho * wo)
+            if out is None:
+                out = term
+            else:
+                out += term
+    return out.reshape(n, w.shape[0], ho, wo)
+
+
+def _conv_geometry(x, w, stride, padding):
+    if x.ndim != 4 or w.ndim != 4:
+        raise ValueError(f"expected a 4-D NCHW input and a 4-D OIHW weight, got shapes {x.shape} and {w.shape}")
+    if x.shape[1] != w.shape[1]:
+        raise ValueError(f"input {x.shape} has {x.shape[1]} channels but weight {w.shape} expects {w.shape[1]}")
+    if not (isinstance(stride, int) and stride >= 1 and isinstance(padding, int) and padding >= 0):
+        raise ValueError(f"stride must be an int >= 1 and padding an int >= 0, got {stride!r} and {padding!r}")
+    n, c, h, wd = x.shape
+    kh, kw = w.shape[2:]
+    ho, wo = (h + 2 * padding - kh) // stride + 1, (wd + 2 * padding - kw) // stride + 1
+    if ho < 1 or wo < 1:
+        raise ValueError(f"kernel {w.shape[2:]} is larger than the padded input {x.shape[2:]}")
+    return n, c, ho, wo, kh, kw
+
+
+def _pad(x, padding):
+    if not padding:
+        return x
+    return xp_of(x).pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+
+
+def _at_offset(a, i, j, stride, ho, wo):
+    """The (ho, wo) pixels of `a` that kernel offset (i, j) sees: a strided view."""
+    return a[:, :, i : i + stride * (ho - 1) + 1 : stride, j : j + stride * (wo - 1) + 1 : stride]
+
+
+def _conv2d_vjp_x(out, x, w, stride=1, padding=0):
+    x_shape = x.shape
+
+    def vjp(g):
+        n, o, ho, wo = g.shape
+        _, c, kh, kw = w.shape
+        g2 = g.reshape(n, o, ho * wo)
+        h, wd = x_shape[2] + 2 * padding, x_shape[3] + 2 * padding
+        dx = xp_of(g).zeros((n, c, h, wd), dtype=g.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                window = _at_offset(dx, i, j, stride, ho, wo)
+                window += (w[:, :, i, j].T @ g2).reshape(n, c, ho, wo)
+        return dx[:, :, padding : h - padding, padding : wd - padding]
+
+    return vjp
+
+
+def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
+    w_shape = w.shape
+
+    def vjp(g):
+        n, o, ho, wo = g.shape
+        _, c, kh, kw = w_shape
+        xp = xp_of(g)
+        xpad, g2 = _pad(x, padding), g.reshape(n, o, ho * wo)
+        dw = xp.empty(w_shape, dtype=g.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                patch = _at_offset(xpad, i, j, stride, ho, wo).reshape(n, c, ho * wo)
+                dw[:, :, i, j] = xp.tensordot(g2, patch, axes=([0, 2], [0, 2]))
+        return dw
+
+    return vjp
+
+
+defvjp(conv2d, _conv2d_vjp_x, _conv2d_vjp_w)
+
+
+@primitive()
+def max_pool2d(x, size=2):
+    return _pool_blocks(x, size).max(axis=(3, 5))
+
+
+@primitive()
+def upsample2d(x, scale=2):
+    n, c, h, w = _nchw(x, scale)
+    tiled = xp_of(x).broadcast_to(x[:, :, :, None, :, None], (n, c, h, scale, w, scale))
+    return tiled.reshape(n, c, h * scale, w * scale)
+
+
+def _nchw(x, size):
+    if x.ndim != 4:
+        raise ValueError(f"expected a 4-D NCHW input, got shape {x.shape}")
+    if not (isinstance(size, int) and size >= 1):
+        raise ValueError(f"size must be an int >= 1, got {size!r}")
+    return x.shape
+
+
+def _pool_blocks(x, size):
+    """x as (n, c, ho, size, wo, size) blocks; a ragged edge is dropped, as torch does."""
+    n, c, h, w = _nchw(x, size)
+    ho, wo = h // size, w // size
+    if ho == 0 or wo == 0:
+        raise ValueError(f"a {size}x{size} window does not fit in {h}x{w} pixels")
+    return x[:, :, : ho * size, : wo * size].reshape(n, c, ho, size, wo, size)
+
+
+def _max_pool2d_vjp(out, x, size=2):
+    def vjp(g):
+        xp, (n, c, ho, wo) = xp_of(g), g.shape
+        windows = _pool_blocks(x, size).transpose(0, 1, 2, 4, 3, 5).reshape(n, c, ho, wo, -1)
+        first = windows.argmax(axis=-1)  # the first maximum of a window takes it all, as torch
+        del windows
+        blocks = (xp.arange(size * size) == first[..., None]) * g[..., None]
+        dx = blocks.reshape(n, c, ho, wo, size, size).transpose(0, 1, 2, 4, 3, 5)
+        dx = dx.reshape(n, c, ho * size, wo * size)
+        if dx.shape != x.shape:  # the dropped ragged edge gets no gradient
+            full = xp.zeros(x.shape, dtype=g.dtype)
+            full[:, :, : ho * size, : wo * size] = dx
+            dx = full
+        return dx
+
+    return vjp
+
+
+def _upsample2d_vjp(out, x, scale=2):
+    n, c, h, w = x.shape
+    return lambda g: g.reshape(n, c, h, scale, w, scale).sum(axis=(3, 5))
+
+
+defvjp(max_pool2d, _max_pool2d_vjp)
+defvjp(upsample2d, _upsample2d_vjp)
+
+
+@primitive()
+def cumsum(x, axis):
+    if not isinstance(axis, numbers.Integral):
+        raise TypeError(f"axis must be an int, got {axis!r}")
+    return xp_of(x).cumsum(x, axis=axis)
+
+
+def _cumsum_vjp(out, x, axis):
+    # The transpose of an inclusive running sum is the running sum from the other end.
+    def vjp(g):
+        xp = xp_of(g)
+        return xp.flip(xp.cumsum(xp.flip(g, axis), axis=axis), axis)
+
+    return vjp
+
+
+defvjp(cumsum, _cumsum_vjp)
+
+
+# ---- operators on traced values (readability in examples and tests) ----------------------
+
+Var.__add__ = lambda self, other: add(self, other)
+Var.__radd__ = lambda self, other: add(other, self)
+Var.__sub__ = lambda self, other: sub(self, other)
+Var.__rsub__ = lambda self, other: sub(other, self)
+Var.__mul__ = lambda self, other: mul(self, other)
+Var.__rmul__ = lambda self, other: mul(other, self)
+Var.__truediv__ = lambda self, other: div(self, other)
+Var.__rtruediv__ = lambda self, other: div(other, self)
+Var.__matmul__ = lambda self, other: matmul(self, other)
+Var.__rmatmul__ = lambda self, other: matmul(other, self)
+Var.__neg__ = lambda self: neg(self)
+Var.__getitem__ = lambda self, key: getitem(self, key)
+
+# Comparisons are not differentiable: they give plain boolean arrays (for where).
+_raw = lambda v: v.value if type(v) is Var else v
+Var.__lt__ = lambda self, other: self.value < _raw(other)
+Var.__le__ = lambda self, other: self.value <= _raw(other)
+Var.__gt__ = lambda self, other: self.value > _raw(other)
+Var.__ge__ = lambda self, other: self.value >= _raw(other)

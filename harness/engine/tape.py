@@ -1,0 +1,238 @@
+"""Recording: traced values, graph nodes, primitives.
+
+A traced value is a `Var`: a raw array plus the `Node` that made it. A node holds its
+parents (nodes, not values), one VJP closure per parent that needs a gradient, and its
+output's shape and dtype. It does *not* hold its output: the user's code holds that,
+and a consumer's VJP closure keeps it only if that VJP needs it. So what stays alive
+after the forward pass is exactly what the VJPs saved.
+
+A primitive (`Prim`) is a forward function on raw arrays plus, per array argument, a
+VJP maker ``maker(out, *args, **params) -> (g -> cotangent)``, as in HIPS autograd.
+The maker runs at forward time, only for arguments that need a gradient, and the
+closure it returns captures exactly what that VJP needs: that is what the node saves.
+Makers must compute metadata (shapes) outside the inner closure, so that the inner
+closure does not capture an array just to read its shape.
+
+There is no global tape list: the graph is the chain of parent links from the loss,
+and it is freed as soon as nothing refers to it. Nodes are numbered in creation order
+(PyTorch's sequence_nr), which the backward pass uses for its schedule.
+"""
+
+import contextlib
+import functools
+import itertools
+
+import numpy as np
+
+from harness.engine import xp
+
+_sequence = itertools.count()
+
+# Stack of (ledger, phase) of the traces running now; the innermost is last. Ops read
+# the ledger from it, so a forward pass is accounted without passing a ledger to each op.
+_traces = []
+
+
+@contextlib.contextmanager
+def tracing(ledger, phase="forward"):
+    """Run the body as a trace accounted in `ledger` (None: no accounting)."""
+    _traces.append((ledger, phase))
+    try:
+        yield
+    finally:
+        _traces.pop()
+
+
+def current_ledger():
+    return _traces[-1][0] if _traces else None
+
+
+class Node:
+    __slots__ = ("seq", "name", "parents", "vjps", "shape", "dtype", "__weakref__")
+
+    def __init__(self, name, parents, vjps, shape, dtype):
+        self.seq = next(_sequence)
+        self.name = name
+        self.parents = parents  # tuple of Node | None (None: argument not traced)
+        self.vjps = vjps  # list of closure | None, aligned with parents
+        self.shape = shape
+        self.dtype = dtype
+
+    def __repr__(self):
+        return f"<{self.name} #{self.seq} {self.dtype}{list(self.shape)}>"
+
+
+class Leaf(Node):
+    """A variable the gradient is taken with respect to."""
+
+    __slots__ = ()
+
+    def __init__(self, shape, dtype):
+        super().__init__("leaf", (), [], shape, dtype)
+
+
+class Var:
+    """A traced array: `value` is the raw array, `node` what computed it.
+
+    Only `harness.engine.ops` functions understand it (the arithmetic operators call
+    them). NumPy functions refuse it, rather than silently computing on the raw value
+    and dropping the gradient.
+    """
+
+    __slots__ = ("value", "node")
+    __array_ufunc__ = None  # so `ndarray + Var` falls back to Var.__radd__
+
+    def __init__(self, value, node):
+        self.value = value
+        self.node = node
+
+    shape = property(lambda self: self.value.shape)
+    dtype = property(lambda self: self.value.dtype)
+    ndim = property(lambda self: self.value.ndim)
+    size = property(lambda self: self.value.size)
+
+    def __len__(self):
+        return len(self.value)
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError(
+            "a traced value cannot become a plain array inside a differentiated "
+            "function: use harness.engine.ops instead of NumPy functions"
+        )
+
+    def __bool__(self):
+        return bool(self.value)
+
+    def __repr__(self):
+        return f"Var({self.value!r}, node={self.node!r})"
+
+
+class Prim:
+    """A primitive: forward on raw arrays; VJP makers for its array arguments.
+
+    `n_arrays` leading positional arguments are operands (None: all positional ones,
+    for variadic prims such as concat); the rest are static parameters. Operands in
+    `nondiff` (take's indices, where's condition) are never differentiated. Operands
+    of math prims must be floating arrays (or Python scalars, which never change the
+    dtype); `structural` prims (reshape, concat...) accept any real dtype.
+    """
+
+    def __init__(self, forward, n_arrays=1, nondiff=(), structural=False):
+        functools.update_wrapper(self, forward)
+        self.name = forward.__name__.lstrip("_")
+        self.forward = forward
+        self.n_arrays = n_arrays
+        self.nondiff = frozenset(nondiff)
+        self.structural = structural
+        self.make_vjp = None  # (argnum, out, *args, **params) -> (g -> cotangent)
+
+    def __call__(self, *args, **params):
+        return apply(self, args, params)
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+
+def primitive(n_arrays=1, nondiff=(), structural=False):
+    """Decorator: turn a forward function on raw arrays into a traced primitive."""
+    return lambda forward: Prim(forward, n_arrays, nondiff, structural)
+
+
+def defvjp(prim, *makers):
+    """One VJP maker per array argument, `maker(out, *args, **params)`; None for an
+    argument that is never differentiated."""
+    prim.make_vjp = lambda argnum, out, *args, **params: makers[argnum](out, *args, **params)
+
+
+def defvjp_argnum(prim, maker):
+    """One maker for all arguments of a variadic prim: `maker(argnum, out, *args, **params)`."""
+    prim.make_vjp = maker
+
+
+def apply(prim, args, params):
+    """Run `prim` on raw values; record a node if any operand is traced."""
+    n = len(args) if prim.n_arrays is None else min(prim.n_arrays, len(args))
+    values = list(args)
+    parents = None
+    for i in range(n):
+        arg = args[i]
+        if type(arg) is Var:
+            if i in prim.nondiff:
+                raise TypeError(f"{prim.name}: argument {i} cannot be differentiated")
+            values[i] = arg.value
+            if parents is None:
+                parents = [None] * n
+            parents[i] = arg.node
+        elif isinstance(arg, np.generic):
+            # A NumPy scalar is strongly typed under NEP 50 (np.float64(2) * float32
+            # array is float64); as a Python scalar it is weak and keeps the dtype.
+            values[i] = arg.item()
+    _check_operands(prim, values[:n])
+    try:
+        out = prim.forward(*values, **params)
+    except (ValueError, TypeError, IndexError) as error:
+        kind = TypeError if isinstance(error, TypeError) else ValueError
+        raise kind(f"{prim.name}: {error} (operands: {describe(values[:n])})") from error
+    if not xp.is_array(out):  # NumPy returns scalars from 0-d computations
+        out = xp.array_module(*values[:n]).asarray(out)
+
+    ledger = current_ledger()
+    if ledger is not None:
+        _track_output(ledger, out, values[:n], f"{_traces[-1][1]}:{prim.name}")
+    if parents is None or out.dtype.kind != "f":
+        return out
+    vjps = [
+        None if parent is None else prim.make_vjp(i, out, *values, **params)
+        for i, parent in enumerate(parents)
+    ]
+    return Var(out, Node(prim.name, tuple(parents), vjps, out.shape, out.dtype))
+
+
+def _track_output(ledger, out, operands, tag):
+    # An output that is a view of an operand (reshape, slice) is not a new buffer: if
+    # the operand is the engine's it is counted already, if the caller's it is not ours.
+    address = xp.buffer_address(out)
+    for value in operands:
+        if xp.is_array(value) and xp.buffer_address(value) == address:
+            return
+    ledger.track(out, tag)
+
+
+_FLOAT_KINDS = "f"
+_STRUCTURAL_KINDS = "biuf"
+
+
+def _check_operands(prim, operands):
+    """Operands must be arrays of one supported dtype, or Python scalars."""
+    kinds = _STRUCTURAL_KINDS if prim.structural else _FLOAT_KINDS
+    dtype = None
+    for i, value in enumerate(operands):
+        if i in prim.nondiff:
+            continue
+        if not xp.is_array(value):
+            if prim.structural or not isinstance(value, (int, float)):
+                raise TypeError(
+                    f"{prim.name}: operand {i} is a {type(value).__name__}; "
+                    f"expected an array{'' if prim.structural else ' or a Python float/int'}"
+                )
+            continue
+        if value.dtype.kind not in kinds:
+            wanted = "real" if prim.structural else "floating (float16, float32, float64)"
+            raise TypeError(
+                f"{prim.name}: unsupported dtype {value.dtype} for operand {i} of shape "
+                f"{tuple(value.shape)}; {prim.name} needs {wanted} arrays"
+            )
+        if dtype is None:
+            dtype = value.dtype
+        elif value.dtype != dtype:
+            raise TypeError(
+                f"{prim.name}: operands have different dtypes ({describe(operands)}); "
+                "cast them to one dtype first (mixing would silently change the precision)"
+            )
+
+
+def describe(values):
+    """'float32(3, 4), 2.0' -- dtypes and shapes of arrays, other values as they are."""
+    return ", ".join(
+        f"{v.dtype}{tuple(v.shape)}" if xp.is_array(v) else repr(v) for v in values
+    )
