@@ -19,19 +19,20 @@ COMMANDS = {
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", metavar="|".join(COMMANDS), required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.set_defaults(module_name=module_name)
-        # Arguments are added lazily below, so parse the command name first.
-    args, _ = parser.parse_known_args(argv)
-    module = importlib.import_module(args.module_name)
-    command = sub.choices[args.command]
-    module.add_arguments(command)
+    # Only the chosen command's module is imported (and adds its arguments), so
+    # `list` never pays for `report`; its --help still shows every option.
+    chosen = next((arg for arg in argv if arg in COMMANDS), None)
+    if chosen is not None:
+        importlib.import_module(COMMANDS[chosen][0]).add_arguments(sub.choices[chosen])
     args = parser.parse_args(argv)
     try:
-        return module.main(args)
+        return importlib.import_module(args.module_name).main(args)
     except ChoiceError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

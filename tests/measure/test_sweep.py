@@ -1,0 +1,72 @@
+"""`python -m harness run` end to end: honest peaks, every status, records that survive."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness import results, workloads
+
+RUN = [sys.executable, "-m", "harness", "run"]
+
+
+def run(tmp_path, *args, env=None):
+    out = tmp_path / "r.jsonl"
+    proc = subprocess.run(
+        RUN + list(args) + ["--out", str(out)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})},
+    )
+    return proc, (results.read_records(out) if out.exists() else [])
+
+
+def test_reference_peak_on_chained_dot_is_at_least_the_bound_and_close_to_it(tmp_path):
+    proc, records = run(tmp_path, "--workload", "chained_dot", "--framework", "reference",
+                        "--size", "small", "--dtype", "float64", "--repeat", "1")
+    assert proc.returncode == 0, proc.stderr
+    (record,) = records
+    assert record["status"] == "ok"
+    bound = workloads.get("chained_dot").bound_bytes("small", "float64")  # 100 MB
+    peak = record["peak_bytes"]["total"]
+    # Nothing that stores activations can keep fewer than the L live intermediates; the
+    # engine adds at most 3 D x D buffers (6 MB) for backward, and RSS adds page and
+    # allocator slack: 15 % over the bound is generous and still catches a lost
+    # in-place accumulation (which would add up to L D x D gradient buffers).
+    assert bound <= peak <= 1.15 * bound
+    assert record["grad_rel_err"] <= 1e-12  # the reference against itself, float64
+
+
+def test_a_hang_times_out_a_missing_gpu_is_unavailable_and_the_sweep_goes_on(tmp_path):
+    proc, records = run(tmp_path, "--workload", "chained_dot", "--framework", "reference",
+                        "--size", "tiny", "--device", "cpu,cuda", "--timeout", "5",
+                        env={"GRADMEM_TEST_PLANT": "hang:forward"})
+    statuses = {r["device"]: r["status"] for r in records}
+    assert statuses == {"cpu": "timeout", "cuda": "unavailable"}  # no GPU on CI machines
+    assert "timeout" in next(r["message"] for r in records if r["device"] == "cpu")
+
+
+def test_a_planted_error_is_recorded_with_its_message(tmp_path):
+    _, (record,) = run(tmp_path, "--workload", "chained_dot", "--framework", "reference",
+                       "--size", "tiny", env={"GRADMEM_TEST_PLANT": "error:forward"})
+    assert record["status"] == "error"
+    assert "planted error" in record["message"]
+
+
+def test_a_memory_limit_below_the_need_is_oom(tmp_path):
+    # chained_dot paper float64 keeps 100 intermediates of 8 MB: 800 MB on top of the
+    # interpreter's own address space, so an 800 MB address-space limit cannot hold it.
+    _, (record,) = run(tmp_path, "--workload", "chained_dot", "--framework", "reference",
+                       "--size", "paper", "--dtype", "float64", "--memory-limit", "800000000")
+    assert record["status"] == "oom", record["message"]
+
+
+def test_records_are_whole_lines_and_a_bad_name_lists_the_choices(tmp_path):
+    proc, records = run(tmp_path, "--workload", "chained_dot", "--framework", "reference",
+                        "--size", "tiny")
+    assert proc.returncode == 0
+    text = (tmp_path / "r.jsonl").read_text()
+    assert text.endswith("\n") and all(json.loads(line) for line in text.splitlines())
+    assert "peak/bound" in proc.stdout  # the table
+    proc, _ = run(tmp_path, "--framework", "mxnet")
+    assert proc.returncode == 2 and "valid frameworks" in proc.stderr
