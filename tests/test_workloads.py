@@ -242,7 +242,15 @@ def loaded(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_gradient_matches_finite_differences(name):
-    errors = directional_fd_errors(loaded("reference"), name)
+    # The engine's own check (harness.engine.testing.check_grads: a random cotangent
+    # and a random direction over all params at once) ...
+    adapter = loaded("reference")
+    from harness.engine.testing import check_grads
+
+    problem = workloads.build(name, "tiny", "float64")
+    check_grads(lambda p: problem.loss(adapter.ops, p, problem.inputs), problem.params, argnums=0)
+    # ... and one direction per param through the adapter, as check uses it.
+    errors = directional_fd_errors(adapter, name)
     # central differences in float64 with eps 1e-6 are good to ~1e-8 on these O(1) losses
     assert max(errors.values()) < 1e-5, errors
 
@@ -360,3 +368,13 @@ def test_bound_is_below_what_torch_holds_and_not_vacuous(name):
     # outputs for one gate, (h - n) ...). chained_dot's bound also counts its last
     # product, live when made but saved by no VJP.
     assert bound >= 0.3 * saved, (bound, saved)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bound_is_below_the_reference_engines_peak(name):
+    # The reference engine stores activations too; its ledger's peak (live bytes of
+    # every buffer it allocated, params and inputs not included) must reach the bound.
+    adapter = loaded("reference")
+    problem = workloads.build(name, "small", "float32")
+    adapter.value_and_grad(problem.loss)(problem.params, problem.inputs)
+    assert adapter.last_ledger.peak_bytes >= problem.bound_bytes
