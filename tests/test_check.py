@@ -1,0 +1,254 @@
+"""`python -m harness check`: every (workload, framework) pair at tiny agrees with the
+reference engine, and the check itself catches what it must (wrong values, float32
+turned float64, NaN, a crashing or hanging worker, unknown names).
+
+Budget (2 shared cores, warm compile caches): the eager check of 6 workloads x 6
+frameworks x 2 dtypes takes ~70 s (JAX eager compiles each primitive once per shape;
+PyTensor compiles each graph). Compiled modes run for jax (jax.jit), tensorflow
+(tf.function) and pytensor (CVM) on every workload, and for torch.compile on two
+workloads only: Inductor compiles a forward and a backward graph per workload and
+dtype with g++ (0.3-8 s each with a warm cache, ~25 s cold), so all of torch.compile
+is left to `python -m harness check --mode compiled`, which covers every pair. Compiled
+modes are checked in float32 only here: it is the same graph as float64 with the
+stricter property (float32 kept through the compiler's rewrites); the CLI runs both.
+(Measured: eager fixture 76 s, compiled fixture with both dtypes 85 s.)
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from harness import check, frameworks, gradcheck, workloads
+from harness.choices import ChoiceError
+from harness.frameworks.base import Adapter
+
+TORCH_COMPILED_SUBSET = ("chained_dot", "shared_linear")
+
+
+def available(name):
+    try:
+        adapter = frameworks.get(name)
+    except ImportError as err:
+        return False, f"adapter cannot be imported: {err}"
+    return adapter.available()
+
+
+@pytest.fixture(scope="module")
+def eager_rows(tmp_path_factory):
+    rows, skipped = check.run_check(workloads.NAMES, frameworks.NAMES, "tiny", ["float64", "float32"], ["eager"],
+                                    "cpu", 0, 600, str(tmp_path_factory.mktemp("eager")))
+    return {(r.workload, r.framework, r.mode, r.dtype): r for r in rows}, skipped
+
+
+@pytest.fixture(scope="module")
+def compiled_rows(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("compiled"))
+    args = ("tiny", ["float32"], ["compiled"], "cpu", 0, 900)
+    rows, skipped = check.run_check(workloads.NAMES, ["jax", "tensorflow", "pytensor"], *args, out)
+    torch_rows, torch_skipped = check.run_check(list(TORCH_COMPILED_SUBSET), ["torch"], *args, out)
+    return {(r.workload, r.framework, r.mode, r.dtype): r for r in rows + torch_rows}, skipped + torch_skipped
+
+
+def assert_agrees(rows, workload, framework, mode, dtypes=("float64", "float32")):
+    ok, reason = available(framework)
+    if not ok:
+        pytest.skip(f"{framework} unavailable: {reason}")
+    for dtype in dtypes:
+        row = rows[(workload, framework, mode, dtype)]
+        if row.status == "unavailable":
+            pytest.skip(f"{framework} {mode}: {row.message}")
+        if framework == "reference" and dtype == "float64":
+            assert row.status == "reference", row.message
+            continue
+        assert row.status == "ok", f"{dtype}: {row.status}: {row.message}"
+        assert row.error <= check.TOLERANCE[dtype]  # compare() also checked every dtype
+
+
+@pytest.mark.parametrize("framework", frameworks.NAMES)
+@pytest.mark.parametrize("workload", workloads.NAMES)
+def test_eager_gradient_agrees_with_the_reference(eager_rows, workload, framework):
+    assert_agrees(eager_rows[0], workload, framework, "eager")
+
+
+@pytest.mark.parametrize(
+    "workload, framework",
+    [(w, f) for f in ("jax", "tensorflow", "pytensor") for w in workloads.NAMES]
+    + [(w, "torch") for w in TORCH_COMPILED_SUBSET],
+)
+def test_compiled_gradient_agrees_with_the_reference(compiled_rows, workload, framework):
+    assert_agrees(compiled_rows[0], workload, framework, "compiled", dtypes=("float32",))
+
+
+def test_frameworks_without_a_compiled_mode_are_skipped_with_the_reason():
+    cells, skipped = check.plan(["chained_dot"], ["autograd", "reference"], "tiny", ["float64"], ["compiled"], 0)
+    reasons = {fw: reason for fw, mode, reason in skipped if mode == "compiled"}
+    assert "autograd has no compiled mode (modes: eager)" in reasons["autograd"]
+    assert "autograd" not in cells
+    # the reference still computes the truth every other cell is compared with
+    assert [c["id"] for c in cells["reference"]] == ["truth-chained_dot-eager-float64"]
+
+
+# ---- compare(): what fails a cell ---------------------------------------------------------
+
+
+SHAPES = {"W": (3, 4), "b": (4,)}
+
+
+def reference_and_copy(dtype="float64"):
+    rng = np.random.default_rng(0)
+    ref = {k: rng.standard_normal(s) for k, s in SHAPES.items()}
+    return np.float64(1.5), ref, np.asarray(1.5, dtype), {k: v.astype(dtype) for k, v in ref.items()}
+
+
+def test_compare_accepts_equal_gradients():
+    ref_loss, ref, loss, grads = reference_and_copy()
+    error, worst, problems = check.compare(loss, grads, ref_loss, ref, SHAPES, "float64")
+    assert problems == [] and error == 0
+
+
+def test_compare_rejects_an_error_above_the_tolerance():
+    ref_loss, ref, loss, grads = reference_and_copy()
+    grads["b"] = grads["b"] * (1 + 1e-5)  # 1e-5 relative > float64's 1e-6
+    error, worst, problems = check.compare(loss, grads, ref_loss, ref, SHAPES, "float64")
+    assert worst == "b" and error == pytest.approx(1e-5, rel=1e-3)
+    assert problems and "b: relative error" in problems[0]
+    # the same error passes in float32 (tolerance 1e-3) when the dtype is float32
+    ref_loss, ref, loss, grads = reference_and_copy("float32")
+    grads["b"] = grads["b"] * np.float32(1 + 1e-5)
+    assert check.compare(loss, grads, ref_loss, ref, SHAPES, "float32")[2] == []
+
+
+def test_compare_rejects_float32_turned_float64():
+    ref_loss, ref, loss, grads = reference_and_copy("float32")
+    grads["W"] = grads["W"].astype(np.float64)  # right values, twice the bytes
+    _, _, problems = check.compare(loss, grads, ref_loss, ref, SHAPES, "float32")
+    assert problems == ["W: dtype float64, expected float32"]
+    _, _, problems = check.compare(np.float64(1.5), reference_and_copy("float32")[3], ref_loss, ref, SHAPES, "float32")
+    assert problems == ["(loss): dtype float64, expected float32"]
+
+
+def test_compare_rejects_nan_missing_and_misshapen_gradients():
+    ref_loss, ref, loss, grads = reference_and_copy()
+    grads["W"] = grads["W"].copy()
+    grads["W"][0, 0] = np.nan
+    error, worst, problems = check.compare(loss, grads, ref_loss, ref, SHAPES, "float64")
+    assert worst == "W" and np.isnan(error) and problems
+    _, _, problems = check.compare(loss, {"W": grads["W"]}, ref_loss, ref, SHAPES, "float64")
+    assert any("gradient names" in p for p in problems)
+    _, _, problems = check.compare(loss, {**grads, "b": grads["b"][:2]}, ref_loss, ref, SHAPES, "float64")
+    assert "b: shape (2,), expected (4,)" in problems
+
+
+def test_relative_error_of_a_zero_reference_is_absolute():
+    assert check.relative_error(np.zeros(3), np.zeros(3)) == 0
+    assert check.relative_error(np.array([3.0, 4.0]), np.zeros(2)) == 5.0
+
+
+# ---- the worker: crashes and hangs are rows, not the end of the check ------------------------
+
+
+FAKE_WORKER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    request = json.load(open(sys.argv[-1]))
+    for cell in request["cells"]:
+        path = os.path.join(request["out_dir"], cell["id"])
+        open(path + ".started", "w").close()
+        if cell["workload"] == "unet":
+            print("segfault stand-in", file=sys.stderr)
+            os._exit(139)
+        if cell["workload"] == "tiny_nerf":
+            time.sleep(60)
+        json.dump({"status": "error", "message": "fake"}, open(path + ".json", "w"))
+    """
+)
+
+
+def test_a_crashing_or_hanging_worker_is_reported_per_cell_and_the_rest_runs(tmp_path):
+    cells = [check._cell("autograd", w, "tiny", "float64", "eager", 0)
+             for w in ("chained_dot", "unet", "rnn_fanout", "tiny_nerf", "shared_linear")]
+    results = gradcheck.run_framework("autograd", cells, str(tmp_path), timeout_s=2,
+                                      command=[sys.executable, "-c", FAKE_WORKER])
+    status = {cid.split("-")[1]: r.status for cid, r in results.items()}
+    assert status == {"chained_dot": "error", "unet": "crashed", "rnn_fanout": "error",
+                      "tiny_nerf": "timeout", "shared_linear": "error"}
+    crashed = results["autograd-unet-eager-float64"]
+    assert "139" in crashed.message and "segfault stand-in" in crashed.message
+
+
+def test_a_worker_that_dies_at_start_fails_every_cell(tmp_path):
+    cells = [check._cell("autograd", "chained_dot", "tiny", "float64", "eager", 0)]
+    results = gradcheck.run_framework("autograd", cells, str(tmp_path), timeout_s=5,
+                                      command=[sys.executable, "-c", "import sys; sys.exit('no import')"])
+    (result,) = results.values()
+    assert result.status == "crashed" and "no import" in result.message
+
+
+def test_an_unavailable_mode_in_the_worker_is_reported_not_failed(tmp_path):
+    # torch.compile without a C++ compiler, CUDA without a GPU: the adapter raises
+    # Unavailable in load(); the row says so and does not fail the check.
+    cells = [check._cell("autograd", "chained_dot", "tiny", "float64", "eager", 0)]
+    (result,) = gradcheck.run_framework("autograd", cells, str(tmp_path), device="cuda").values()
+    assert result.status == "unavailable" and "CUDA" in result.message
+    row = check._compare_row(cells[0], "autograd", result, None)
+    assert not row.failed
+
+
+# ---- the command line ---------------------------------------------------------------------
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "harness", "check", *args], capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(__file__)), timeout=600)
+
+
+@pytest.mark.parametrize(
+    "args, kind",
+    [
+        (["--workload", "resnet"], "workload"),
+        (["--framework", "mxnet"], "framework"),
+        (["--size", "huge"], "size"),
+        (["--dtype", "float16"], "dtype"),
+        (["--mode", "jit"], "mode"),
+        (["--device", "tpu"], "device"),
+    ],
+)
+def test_unknown_names_exit_2_listing_the_choices(args, kind):
+    done = run_cli(*args)
+    assert done.returncode == 2
+    assert f"unknown {kind}" in done.stderr and "valid" in done.stderr
+
+
+def test_cli_prints_the_table_and_exits_0_when_all_agree():
+    done = run_cli("--workload", "shared_linear,rnn_fanout", "--framework", "autograd", "--mode", "eager,compiled")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    rows = [line.split() for line in lines if line.startswith(("shared_linear", "rnn_fanout"))]
+    assert {(r[0], r[1], r[3], r[4]) for r in rows} == {
+        (w, "autograd", d, "ok") for w in ("shared_linear", "rnn_fanout") for d in ("float64", "float32")
+    }
+    assert "autograd compiled: autograd has no compiled mode" in done.stdout
+    assert "4 of 4 cells agree; 0 failed; 1 skipped" in done.stdout
+
+
+def test_an_unavailable_framework_is_listed_and_the_rest_runs(monkeypatch):
+    real_get = frameworks.get
+
+    class NotInstalled(Adapter):  # what a machine without JAX sees
+        name, module = "jax", "a_module_that_is_not_installed"
+
+    monkeypatch.setattr(frameworks, "get", lambda name: NotInstalled() if name == "jax" else real_get(name))
+    cells, skipped = check.plan(["chained_dot"], ["jax", "autograd"], "tiny", ["float64"], ["eager"], 0)
+    assert "jax" not in cells and "autograd" in cells
+    assert ("jax", "all", "a_module_that_is_not_installed is not installed (pip install 'gradmem[jax]')") in skipped
+    table = check.format_table([], skipped, "tiny", "cpu")
+    assert "jax: a_module_that_is_not_installed is not installed" in table
+
+
+def test_plan_rejects_nothing_it_cannot_name():
+    with pytest.raises(ChoiceError):
+        check.plan(["chained_dot"], ["mxnet"], "tiny", ["float64"], ["eager"], 0)
