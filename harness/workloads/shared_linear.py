@@ -54,8 +54,9 @@ def loss(ops, params, inputs, cfg):
 def bound_bytes(size, dtype):
     # Use k computes h_k = tanh(x_k @ W^T + b): W's gradient needs x_k (an input, in
     # the baseline), tanh's VJP and the square need h_k (or its pre-activation), so
-    # h_1 .. h_K are live together at the end of the forward pass: K (B, D) arrays. The transposes are
-    # views or (D, D) temporaries needed by no VJP. The K pending (D, D) gradients of
-    # a bad execution order are *not* in the bound: they are what it exposes.
+    # h_1 .. h_K are live together at the end of the forward pass: K (B, D) arrays.
+    # The transposes are views or (D, D) temporaries needed by no VJP. The K pending
+    # (D, D) gradients of a bad execution order are *not* in the bound: they are what
+    # it exposes.
     c = SIZES[size]
     return c["K"] * c["B"] * c["D"] * itemsize(dtype)
