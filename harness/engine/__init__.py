@@ -14,7 +14,7 @@ ledger counts every buffer it holds, views once.
 Modules, one job each: xp (NumPy or CuPy), ledger (live bytes), tape (traced values,
 nodes, primitives), prims (every primitive with its VJP), ops (the op set),
 backward (the reverse pass and its schedules), api (vjp, value_and_grad),
-testing (check_grads).
+testing (check_grads), demo (the figures: `python -m harness.engine`).
 """
 
 from harness.engine import ops

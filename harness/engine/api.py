@@ -45,9 +45,9 @@ def vjp(f, *args, argnums=0, order="heap", ledger=None):
         if not graph:
             raise RuntimeError("backward() runs once: the graph was released by the first call")
         root = graph.pop()
-        seed = _seed(seed, value, ledger)
         if ledger is not None:
             ledger.mark("backward")
+        seed = _seed(seed, value, ledger)
         flat = [(i, key, leaf) for i in argnums for key, leaf in _items(leaves[i])]
         if root is None:
             grads = [None] * len(flat)

@@ -210,13 +210,13 @@ def _result(entry, ledger):
         return None
     g, owned = entry
     if not owned:  # the caller gets its own writable array, never a view of another
-        g = _copy(g, ledger)
+        g = _copy(g, ledger, "backward:grad")
     return g
 
 
-def _copy(a, ledger):
+def _copy(a, ledger, tag="backward:accumulate"):
     a = a.copy()
-    _track(ledger, a, "backward:accumulate")
+    _track(ledger, a, tag)
     return a
 
 

@@ -11,6 +11,9 @@ it needs, following the table in notes/engine.md 2.1:
   the input     log sin cos max_pool2d, and mul/div/matmul/conv2d save the *other*
                 operand, and only when this one needs a gradient
   both          max, logsumexp (input + reduced output), div's divisor (out, y)
+  data          take its indices, where its condition (never differentiated)
+
+max_pool2d saves its input, not indices: its VJP recomputes the argmax per window.
 
 Every residual is an operand or the output: no hidden array is saved, so the ledger,
 which sees operands and outputs, sees every saved byte.
@@ -25,7 +28,7 @@ import numbers
 
 from harness.engine.tape import Var, defvjp, defvjp_argnum, primitive
 from harness.engine.xp import array_module as xp_of
-from harness.engine.xp import is_array
+from harness.engine.xp import is_array, scatter_add
 
 
 # ---- helpers -------------------------------------------------------------------------
@@ -75,8 +78,6 @@ class Scatter:
 
     def add_into(self, target):
         if self.repeated:
-            from harness.engine.xp import scatter_add
-
             scatter_add(target, self.index, self.values)
         else:
             target[self.index] += self.values
@@ -614,3 +615,20 @@ Var.__lt__ = lambda self, other: self.value < _raw(other)
 Var.__le__ = lambda self, other: self.value <= _raw(other)
 Var.__gt__ = lambda self, other: self.value > _raw(other)
 Var.__ge__ = lambda self, other: self.value >= _raw(other)
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    # NumPy calls this for `ndarray + Var` and for np.exp(Var): the arithmetic maps to
+    # the traced ops; anything else would silently drop the gradient, so it refuses.
+    op = _UFUNC_OPS.get(ufunc.__name__)
+    if op is not None and method == "__call__" and not kwargs:
+        return op(*inputs)
+    raise TypeError(
+        f"numpy.{ufunc.__name__} got a traced value: use harness.engine.ops instead of "
+        "NumPy functions inside a differentiated function"
+    )
+
+
+_UFUNC_OPS = {"add": add, "subtract": sub, "multiply": mul, "divide": div, "true_divide": div,
+              "matmul": matmul, "negative": neg}  # fmt: skip
+Var.__array_ufunc__ = _array_ufunc

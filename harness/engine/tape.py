@@ -80,7 +80,7 @@ class Var:
     """
 
     __slots__ = ("value", "node")
-    __array_ufunc__ = None  # so `ndarray + Var` falls back to Var.__radd__
+    __array_ufunc__ = None  # prims.py replaces it: ndarray + Var -> ops.add
 
     def __init__(self, value, node):
         self.value = value
@@ -96,8 +96,8 @@ class Var:
 
     def __array__(self, *args, **kwargs):
         raise TypeError(
-            "a traced value cannot become a plain array inside a differentiated "
-            "function: use harness.engine.ops instead of NumPy functions"
+            "a traced value cannot become a plain array: use harness.engine.ops "
+            "instead of NumPy functions inside a differentiated function"
         )
 
     def __bool__(self):

@@ -8,13 +8,21 @@ required, and importing it costs nothing on a CPU-only run.
 import numpy as np
 
 
+_is_cupy_type = {}
+
+
 def is_cupy(value):
-    # Checked by module name, so that we never import cupy to find out.
-    return type(value).__module__.partition(".")[0] == "cupy"
+    # Checked by module name, so that we never import cupy to find out; cached by
+    # type, since every op asks.
+    kind = type(value)
+    found = _is_cupy_type.get(kind)
+    if found is None:
+        found = _is_cupy_type[kind] = kind.__module__.partition(".")[0] == "cupy"
+    return found
 
 
 def is_array(value):
-    return isinstance(value, np.ndarray) or is_cupy(value)
+    return type(value) is np.ndarray or isinstance(value, np.ndarray) or is_cupy(value)
 
 
 def array_module(*values):

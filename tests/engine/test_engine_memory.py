@@ -1,0 +1,350 @@
+"""The memory behaviour the engine promises, each measured through the ledger and held
+against a bound derived from the math (the derivation sits next to each assertion).
+
+Sizes: s = bytes of one activation-sized array in the test at hand; w = bytes of one
+weight-sized (D, D) array; 4 bytes = one float32 scalar (the loss, the seed).
+"""
+
+import weakref
+
+import numpy as np
+import pytest
+
+from harness.engine import ORDERS, Ledger, ops, value_and_grad, vjp
+from harness.engine.backward import backward
+from harness.engine.tape import Leaf, Var, tracing
+from harness.engine.testing import tracemalloc_peak
+
+F32 = np.float32
+rng = np.random.default_rng(0)
+
+
+def positive(*shape, dtype=F32):
+    return rng.uniform(0.5, 2.0, shape).astype(dtype)
+
+
+def live_at(ledger, tag):
+    """Live bytes at the first timeline row tagged `tag` ("backward" = forward's end)."""
+    return next(live for _, live, t in ledger.timeline if t == tag)
+
+
+def backward_tags(ledger, keep):
+    rows = ledger.timeline[[t for _, _, t in ledger.timeline].index("backward") :]
+    return [t for _, _, t in rows if t in keep]
+
+
+# ---- 1. a VJP saves only what it needs, and only for inputs that need a gradient ----------
+#
+# a, b: fresh traced arrays; c, d: fresh arrays that need no gradient. After the forward
+# pass of sum(op(...)), the only engine buffers still alive are the ones op's node saved
+# (sum saves a shape) and the 4-byte loss. "out" is op's output.
+S, MM = (3, 4), dict(a=(3, 4), b=(4, 5), c=(3, 4), d=(4, 5))
+CONV = dict(a=(2, 3, 5, 5), b=(4, 3, 3, 3), c=(2, 3, 5, 5), d=(4, 3, 3, 3))
+MASK = rng.random(S) > 0.5
+SAVES = {
+    "add":            (lambda a, b, c, d: ops.add(a, c), "", {}),
+    "sub":            (lambda a, b, c, d: ops.sub(c, a), "", {}),
+    "neg":            (lambda a, b, c, d: ops.neg(a), "", {}),
+    "mul x needs":    (lambda a, b, c, d: ops.mul(a, c), "c", {}),
+    "mul y needs":    (lambda a, b, c, d: ops.mul(c, a), "c", {}),
+    "mul both":       (lambda a, b, c, d: ops.mul(a, b), "a b", {}),
+    "mul scalar":     (lambda a, b, c, d: ops.mul(a, 3.0), "", {}),
+    "div x needs":    (lambda a, b, c, d: ops.div(a, c), "c", {}),
+    "div y needs":    (lambda a, b, c, d: ops.div(c, a), "a out", {}),
+    "div both":       (lambda a, b, c, d: ops.div(a, b), "b out", {}),
+    "exp":            (lambda a, b, c, d: ops.exp(a), "out", {}),
+    "sqrt":           (lambda a, b, c, d: ops.sqrt(a), "out", {}),
+    "tanh":           (lambda a, b, c, d: ops.tanh(a), "out", {}),
+    "sigmoid":        (lambda a, b, c, d: ops.sigmoid(a), "out", {}),
+    "relu":           (lambda a, b, c, d: ops.relu(a), "out", {}),
+    "log":            (lambda a, b, c, d: ops.log(a), "a", {}),
+    "sin":            (lambda a, b, c, d: ops.sin(a), "a", {}),
+    "cos":            (lambda a, b, c, d: ops.cos(a), "a", {}),
+    "matmul a needs": (lambda a, b, c, d: ops.matmul(a, d), "d", MM),
+    "matmul b needs": (lambda a, b, c, d: ops.matmul(c, b), "c", MM),
+    "matmul both":    (lambda a, b, c, d: ops.matmul(a, b), "a b", MM),
+    "sum":            (lambda a, b, c, d: ops.sum(a, axis=0), "", {}),
+    "mean":           (lambda a, b, c, d: ops.mean(a, axis=1), "", {}),
+    "max":            (lambda a, b, c, d: ops.max(a, axis=0), "a out", {}),
+    "reshape":        (lambda a, b, c, d: ops.reshape(a, (4, 3)), "", {}),
+    "permute_dims":   (lambda a, b, c, d: ops.permute_dims(a, (1, 0)), "", {}),
+    "getitem":        (lambda a, b, c, d: ops.getitem(a, (slice(1, None), 0)), "", {}),
+    "concat":         (lambda a, b, c, d: ops.concat([a, b, c]), "", {}),
+    "stack":          (lambda a, b, c, d: ops.stack([a, b]), "", {}),
+    "take":           (lambda a, b, c, d: ops.take(a, np.array([2, 0, 2])), "", {}),
+    "where":          (lambda a, b, c, d: ops.where(MASK, a, c), "", {}),
+    "softmax":        (lambda a, b, c, d: ops.softmax(a), "out", {}),
+    "logsumexp":      (lambda a, b, c, d: ops.logsumexp(a), "a out", {}),
+    "conv2d x needs": (lambda a, b, c, d: ops.conv2d(a, d, padding=1), "d", CONV),
+    "conv2d w needs": (lambda a, b, c, d: ops.conv2d(c, b, padding=1), "c", CONV),
+    "max_pool2d":     (lambda a, b, c, d: ops.max_pool2d(a), "a", dict(a=(1, 2, 4, 4))),
+    "upsample2d":     (lambda a, b, c, d: ops.upsample2d(a), "", dict(a=(1, 2, 2, 2))),
+    "cumsum":         (lambda a, b, c, d: ops.cumsum(a, 1), "", {}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SAVES)
+def test_a_vjp_saves_only_what_it_needs(name):
+    op, saved, shapes = SAVES[name]
+    shapes = {k: shapes.get(k, S) for k in "abcd"}
+    traced = {k: positive(*shapes[k]) for k in "ab"}
+    plain = {k: positive(*shapes[k]) for k in "cd"}
+    nbytes = {}
+
+    def f(traced, plain):
+        fresh = {k: ops.mul(v, 1.0) for k, v in {**traced, **plain}.items()}  # engine buffers
+        out = op(**fresh)
+        nbytes.update({k: v.value.nbytes if isinstance(v, Var) else v.nbytes for k, v in fresh.items()})
+        nbytes["out"] = out.value.nbytes
+        return ops.sum(out)
+
+    ledger = Ledger()
+    loss, _ = vjp(f, traced, plain, ledger=ledger)
+    expected = sum(nbytes[k] for k in saved.split())
+    assert ledger.live_bytes - loss.nbytes == expected, ledger.live_by_tag()
+
+
+# ---- 2. saved arrays go right after their node's VJP ------------------------------------
+
+
+def test_saved_arrays_are_released_right_after_their_vjp():
+    n, s = 8, 4 * 64
+
+    def f(x):
+        y = ops.mul(x, 1.0)
+        for _ in range(n):
+            y = ops.tanh(y)  # each tanh saves its own output: n saved arrays
+        return ops.sum(y)
+
+    ledger = Ledger()
+    value_and_grad(f, ledger=ledger)(positive(64))
+    assert live_at(ledger, "backward") == n * s + 4  # n saved outputs + the loss
+    # Each tanh VJP allocates its cotangent and then releases its saved output, before
+    # the next VJP runs: the rows alternate. (Releasing at the end of the pass would put
+    # all n frees after the last VJP.)
+    tags = backward_tags(ledger, {"backward:tanh", "free forward:tanh"})
+    assert tags == ["backward:tanh", "free forward:tanh"] * n
+    # So while the j-th tanh VJP runs (j = 1..n), live is: the n - j + 1 outputs not yet
+    # released, its incoming and outgoing cotangents (2 s), the loss and the seed (8).
+    rows = [live for _, live, t in ledger.timeline if t == "backward:tanh"]
+    for j, live in enumerate(rows, start=1):
+        assert live <= (n - j + 1) * s + 2 * s + 8
+
+
+# ---- 3. an incoming cotangent goes once it has been passed on ------------------------------
+
+
+def test_an_incoming_cotangent_is_dropped_once_passed_on():
+    n, s = 10, 4 * 256
+    c = positive(256)  # the caller's constant: not the engine's, and mul saves only it
+
+    def f(x):
+        y = x
+        for _ in range(n):
+            y = ops.mul(y, c)
+        return ops.sum(y)
+
+    ledger = Ledger()
+    _, g = value_and_grad(f, ledger=ledger)(positive(256))  # noqa: F841 (kept alive)
+    # Nothing is saved, so forward holds at most y_{k-1} and y_k, and backward at most
+    # the incoming g_k and the outgoing g_k * c, plus the loss and the seed: 2 s + 8.
+    # Holding every cotangent until the end would reach n s.
+    assert ledger.peak_bytes <= 2 * s + 8
+    # Each VJP makes its output while its input is alive, then the input goes, before
+    # the next VJP runs (the first input is a view of the seed, the last output x's grad).
+    tags = backward_tags(ledger, {"backward:mul", "free backward:mul"})
+    assert tags == ["backward:mul"] + ["backward:mul", "free backward:mul"] * (n - 1)
+
+
+# ---- 4. fan-in accumulates in place into one owned buffer (HIPS autograd #219) ------------
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_rnn_holds_one_weight_sized_gradient_buffer_not_one_per_step(order):
+    B, D, T = 2, 64, 12
+    a, w = B * D * 4, D * D * 4
+    W = (rng.standard_normal((D, D)) * 0.9 / np.sqrt(D)).astype(F32)
+    b, x = positive(D), rng.standard_normal((B, D)).astype(F32)
+
+    def rnn(W, b):
+        h = x
+        for _ in range(T):
+            h = ops.tanh(ops.add(ops.matmul(h, W), b))
+        return ops.sum(h)
+
+    ledger = Ledger()
+    value_and_grad(rnn, argnums=(0, 1), order=order, ledger=ledger)(W, b)
+    forward_end = live_at(ledger, "backward")
+    assert forward_end == T * a + 4  # the T hidden states (each saved by its tanh and
+    # the next matmul: one buffer) and the loss
+    # W receives T contributions dW_t = h_{t-1}^T g_t, each fresh and so owned. The
+    # first becomes the accumulator; each later one is added into it and dropped. So
+    # at most 2 W-sized buffers are live: the accumulator and the contribution being
+    # added, on top of the forward's T a, the cotangents in flight (g, dh, dpre: 3 a)
+    # and b's gradient and its contribution (2 D*4). Keeping the contributions apart
+    # (autograd before bb8c0bc) would need T w.
+    assert ledger.peak_bytes <= forward_end + 2 * w + 3 * a + 2 * D * 4 + 4
+    assert "backward:accumulate" not in backward_tags(ledger, {"backward:accumulate"})  # no copy
+
+
+# ---- 5. nodes that lead to no requested variable never run ---------------------------------
+
+
+def test_ops_on_untraced_inputs_record_nothing_and_run_no_vjp():
+    def f(x, z):
+        unused = ops.exp(x)  # traced, but the loss does not depend on it  # noqa: F841
+        zz = ops.tanh(ops.matmul(z, z))  # no traced input: computed, never recorded
+        return ops.sum(ops.mul(x, zz))
+
+    ledger = Ledger()
+    value_and_grad(f, ledger=ledger)(positive(3, 3), positive(3, 3))
+    assert ledger.vjp_calls == {"sum": 1, "mul": 1}
+    assert backward_tags(ledger, {"backward:mul"}) == ["backward:mul"]  # x's side only
+
+
+def test_backward_prunes_branches_that_reach_no_wanted_leaf():
+    xv, yv = positive(4), positive(4)
+    lx, ly = Leaf(xv.shape, xv.dtype), Leaf(yv.shape, yv.dtype)
+    ledger = Ledger()
+    with tracing(ledger):
+        x, y = Var(xv, lx), Var(yv, ly)
+        loss = ops.sum(ops.mul(ops.exp(x), ops.tanh(ops.sin(y))))
+    # Both leaves are traced, only x is wanted: sin and tanh lead to y alone.
+    [gx] = backward(loss.node, np.ones((), F32), [lx], "heap", ledger)
+    assert ledger.vjp_calls == {"sum": 1, "mul": 1, "exp": 1}
+    np.testing.assert_allclose(gx, np.exp(xv) * np.tanh(np.sin(yv)), rtol=1e-6)
+
+
+# ---- 6. views are counted once ---------------------------------------------------------------
+
+
+def test_views_are_counted_once():
+    ledger = Ledger()
+
+    def f(x):
+        y = ops.mul(x, 2.0)  # one new (3, 4) buffer
+        after_y = ledger.live_bytes
+        views = [ops.reshape(y, (4, 3)), ops.permute_dims(y, (1, 0)), ops.getitem(y, (slice(1, None), 0)), y[None, ::2]]
+        assert ledger.live_bytes == after_y == 48
+        x_view = ops.reshape(x, (12,))  # a view of the caller's array is not the engine's
+        assert ledger.live_bytes == after_y
+        return ops.add(ops.sum(x_view), ops.sum(ops.stack([ops.sum(v) for v in views])))
+
+    value_and_grad(f, ledger=ledger)(positive(3, 4))
+
+
+# ---- 7. chained dot: the bound, and tracemalloc agrees ----------------------------------------
+
+
+def chained_dot(L):
+    def f(x, z):
+        for _ in range(L):
+            z = ops.matmul(x, z)
+        return ops.sum(z)
+
+    return f
+
+
+def test_chained_dot_peak_is_the_saved_products_plus_three_buffers_and_tracemalloc_agrees():
+    D, L = 200, 20
+    m = D * D * 8  # one float64 (D, D) buffer
+    x = rng.standard_normal((D, D)) / np.sqrt(D)
+    z = rng.standard_normal((D, D))
+    ledger = Ledger()
+    (loss, g), traced_peak = tracemalloc_peak(value_and_grad(chained_dot(L), ledger=ledger), x, z)
+    # z_i = x @ z_{i-1} (i = 1..L): x's gradient needs z_0 .. z_{L-1}, so z_1 .. z_{L-1}
+    # are kept (z_0 is the caller's) and z_L is live while sum reads it: L buffers at the
+    # end of the forward pass, the least a store-everything engine can hold.
+    # Backward, product i's VJP first makes dx_i = g_i z_{i-1}^T (after which z_{i-1},
+    # needed by nothing else, goes), then g_{i-1} = x^T g_i. While dx_i is made, live are
+    # z_1 .. z_{i-1}, the accumulator, g_i and dx_i: i + 2 buffers, largest at i = L - 1
+    # (at i = L there is no accumulator yet and g_L is a view of the scalar seed). So the
+    # peak is L + 1 buffers, within the issue's bound of L saved + 3.
+    assert L * m <= ledger.peak_bytes <= (L + 3) * m
+    assert ledger.peak_bytes <= (L + 1) * m + 64
+    # NumPy reports its buffers to tracemalloc: an independent count of the same bytes
+    # (plus Python objects and transients inside NumPy calls).
+    assert abs(ledger.peak_bytes - traced_peak) <= 0.05 * traced_peak
+    # After the call only the loss and the one gradient buffer remain.
+    assert ledger.live_bytes == loss.nbytes + g.nbytes
+
+
+# ---- 8. backward order: a Linear reused many times (PyTorch PR #4746) --------------------------
+
+
+def linear(h, W, b):
+    # W^T is taken at each use, as F.linear does: the node an execution order can delay.
+    return ops.tanh(ops.add(ops.matmul(h, ops.permute_dims(W, (1, 0))), b))
+
+
+def peaks_by_order(loss, W, b):
+    peaks = {}
+    for order in ORDERS:
+        ledger = Ledger()
+        value_and_grad(loss, argnums=(0, 1), order=order, ledger=ledger)(W, b)
+        peaks[order] = ledger.peak_bytes
+    return peaks
+
+
+B, D, K = 2, 64, 8
+A, Wb = B * D * 4, D * D * 4  # one activation, one weight (float32)
+W0 = (rng.standard_normal((D, D)) * 0.9 / np.sqrt(D)).astype(F32)
+b0 = (0.1 * rng.standard_normal(D)).astype(F32)
+X = rng.standard_normal((K, B, D)).astype(F32)
+
+
+def test_reused_linear_side_by_side_heap_peaks_lower_than_bfs():
+    # The Linear applied to K inputs that sit side by side, the outputs then combined
+    # (per-time-step projections, as in the PR's "real model"). Heap: T_k = W^T was
+    # created just before its matmul M_k, so it has the next-highest creation number
+    # and runs right after M_k: one dW^T (w) is pending at a time, next to the
+    # accumulator, so the peak is about K A (the tanh outputs) + 2 w. BFS: the K
+    # branches are at the same depth, so all K matmuls run before the first transpose
+    # ("BFS orders all TBackward tasks at last"): K dW^T are pending together, about
+    # K w. So bfs / heap is about K w / (K A + 2 w) = 3.6 at these sizes.
+    loss = lambda W, b: ops.mean(ops.stack([linear(X[k], W, b) for k in range(K)]))
+    peaks = peaks_by_order(loss, W0, b0)
+    assert abs(peaks["heap"] - (K * A + 2 * Wb)) <= 4 * A
+    assert abs(peaks["bfs"] - K * Wb) <= 4 * A
+    assert peaks["dfs"] == peaks["heap"]  # LIFO also runs each T_k right after M_k here
+    predicted = K * Wb / (K * A + 2 * Wb)
+    assert peaks["bfs"] / peaks["heap"] == pytest.approx(predicted, rel=0.1)
+
+
+def test_reused_linear_in_a_chain_has_the_same_peak_in_every_order():
+    # The same Linear applied as a chain, h_k = linear(h_{k-1}), as in the shared_linear
+    # workload. Here no order can hold two dW^T: T_k's only consumer is M_k, and M_k's
+    # VJP is the only thing that can produce the next dW^T (from M_{k-1}) only after
+    # the chain has gone through tanh_{k-1}, which every order reaches after T_k (heap:
+    # T_k has the higher creation number; FIFO: T_k was queued right after tanh_{k-1};
+    # LIFO: T_k was queued last). So every order peaks at the same bytes: the accumulator
+    # and one dW^T (2 w) on top of the activations. The PR's effect needs uses side by
+    # side (the test above).
+    def loss(W, b):
+        h = X[0]
+        for _ in range(K):
+            h = linear(h, W, b)
+        return ops.mean(ops.mul(h, h))
+
+    peaks = peaks_by_order(loss, W0, b0)
+    assert peaks["heap"] == peaks["bfs"] == peaks["dfs"]
+    assert abs(peaks["heap"] - (K * A + 2 * Wb)) <= 4 * A
+
+
+# ---- 9. the graph is released by backward ---------------------------------------------------
+
+
+def test_backward_releases_the_graph_and_every_saved_array():
+    ledger = Ledger()
+    nodes = []
+
+    def f(x):
+        y = ops.tanh(ops.mul(x, 1.0))
+        nodes.append(weakref.ref(y.node))
+        return ops.sum(ops.exp(y))
+
+    loss, backward_fn = vjp(f, positive(5), ledger=ledger)
+    assert nodes[0]() is not None and ledger.live_bytes > loss.nbytes  # saved: tanh's, exp's outputs
+    g = backward_fn()
+    assert nodes[0]() is None
+    assert ledger.live_bytes == loss.nbytes + g.nbytes
