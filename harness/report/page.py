@@ -5,7 +5,7 @@ file system for one), so the page opens from disk, offline, and its browser cons
 stays empty.
 """
 
-from harness.report import charts, gradients, grid, provenance, statuses, timelines
+from harness.report import charts, gradients, grid, orders, provenance, remat, statuses, timelines
 from harness.report import records as rec
 from harness.report.fmt import esc
 
@@ -36,6 +36,7 @@ svg line.mark { stroke: #999; stroke-dasharray: 2 2; } svg polyline.rss { fill: 
 .small-multiples { display: flex; flex-wrap: wrap; gap: 12px; }
 nav a { margin-right: 1em; } .count { color: #777; }
 table.provenance td { font-family: ui-monospace, monospace; font-size: 12px; }
+.remat-lowered { background: #d8f0d8; } .remat-raised { background: #f6c6c6; } .remat-unchanged { background: #fff1c2; }
 """
 
 
@@ -59,6 +60,13 @@ def render(records, files, title="gradmem comparison"):
         f'<a href="#view-{i}">{esc(rec.view_title(key))}</a>' for i, key in enumerate(views)
     )
     sections = "".join(_view_section(i, key, view) for i, (key, view) in enumerate(views.items()))
+    studies = [
+        ("checkpointing", "Checkpointing: does rematerialisation lower the peak?", remat.render(records)),
+        ("orders", "Execution order: the reference engine's backward schedules", orders.render(records)),
+    ]
+    studies = [(anchor, heading, body) for anchor, heading, body in studies if body]
+    nav += "".join(f'<a href="#{anchor}">{anchor}</a>' for anchor, _, _ in studies)
+    sections += "".join(f'<section id="{a}"><h2>{esc(h)}</h2>{b}</section>' for a, h, b in studies)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
