@@ -21,8 +21,9 @@ ADAPTERS = {
 NAMES = tuple(ADAPTERS)
 
 
-def get(name):
-    """A fresh adapter instance for `name` (ChoiceError lists the valid names)."""
+def get(name, **options):
+    """A fresh adapter instance for `name` (ChoiceError lists the valid names);
+    `options` go to its constructor (e.g. the reference engine's ``order``)."""
     check_choice("framework", name, NAMES)
     module_name, class_name = ADAPTERS[name].split(":")
-    return getattr(importlib.import_module(module_name), class_name)()
+    return getattr(importlib.import_module(module_name), class_name)(**options)
