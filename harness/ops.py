@@ -19,6 +19,10 @@ Names follow the Python array API standard where it has one. Conventions:
 - integer index arrays (``take``) and boolean masks (``where``) come from the
   workload's ``inputs`` and are never differentiated.
 
+``checkpoint`` and ``chain`` take functions: they mark the segments a remat strategy
+may recompute in the backward pass (``load(..., remat=...)``; see
+harness/frameworks/remat.py). Without remat they are the plain call and the plain loop.
+
 ``OPS`` lists every name; ``missing_ops(namespace)`` is what the adapter tests use to
 check that a namespace implements the whole contract.
 """
@@ -65,6 +69,18 @@ OPS = {
     "max_pool2d": ("max_pool2d(x, size=2)", "max over size x size windows, stride size; NCHW"),
     "upsample2d": ("upsample2d(x, scale=2)", "nearest-neighbour upsampling of H and W; NCHW"),
     "cumsum": ("cumsum(x, axis)", "inclusive cumulative sum along axis"),
+    # segments a remat strategy may recompute (harness/frameworks/remat.py); with remat
+    # "none" they are the plain call and the plain loop
+    "checkpoint": (
+        "checkpoint(f, *xs)",
+        "f(*xs), one segment; f is pure in xs (arrays or flat dicts of arrays, no arrays "
+        "from a closure), so a remat may keep only xs and recompute f's insides",
+    ),
+    "chain": (
+        "chain(step, x, n, consts)",
+        "x_n where x_{i+1} = step(i, x_i, consts) for i in range(n); consts a flat dict of "
+        "arrays, i a Python int; a remat may keep only some x_i and recompute the rest",
+    ),
 }
 
 

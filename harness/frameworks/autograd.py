@@ -23,6 +23,14 @@ the dtype fixed (the fix proposed in #199), and ``mean`` is ``sum(x) / n`` with 
 Python ``n``. tests/frameworks/test_autograd_adapter.py checks that the upstream
 bug is still there, so these workarounds go when autograd fixes it.
 
+Remat (``load(..., remat=)``): ``"native"`` = ``autograd.checkpoint(f)`` (present in
+1.9.1) on each ``checkpoint`` segment and each of the ceil(sqrt(n)) segments of a
+``chain``. It is a primitive whose VJP re-traces ``f``; autograd boxes only top-level
+arguments, so a segment's dicts are passed flattened (remat.flat_checkpoint). Its VJP
+re-runs ``f`` once *per differentiated argument* (``defvjp_argnum``: a
+``make_vjp(f, argnum)`` each), so a segment with k traced arrays is recomputed k
+times: autograd's own cost, measured as it is.
+
 CUDA: none. autograd computes with NumPy on the CPU (it has no device support).
 """
 
@@ -32,6 +40,7 @@ import os
 import types
 
 from harness.choices import check_choice
+from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
 from harness.frameworks.base import Adapter, Unavailable
 
@@ -42,14 +51,22 @@ class AutogradAdapter(Adapter):
     distributions = ("autograd", "numpy")
     modes = ("eager",)
     compiled_as = ""
+    remats = ("none", "native")
 
-    def load(self, device="cpu", mode="eager"):
+    def load(self, device="cpu", mode="eager", remat="none"):
         check_choice("autograd device", device, ("cpu", "cuda"))
         self.check_mode(mode)
+        strategy, _ = self.check_remat(remat)
         if device != "cpu":
             raise Unavailable("HIPS autograd computes with NumPy on the CPU; it has no CUDA support")
         self._settings = fix_numpy_blas_threads()
+        self._settings["remat"] = "native (autograd.checkpoint)" if strategy == "native" else "none"
         self.ops = _make_ops()
+        if strategy == "native":
+            import autograd
+
+            checkpoint = remat_lib.flat_checkpoint(lambda g, *flat: autograd.checkpoint(g)(*flat))
+            self.ops.checkpoint, self.ops.chain = checkpoint, remat_lib.chain_of(checkpoint)
         return self
 
     def settings(self):
@@ -215,6 +232,8 @@ def _make_ops():
         max_pool2d=max_pool2d,
         upsample2d=upsample2d,
         cumsum=lambda x, axis: anp.cumsum(x, axis=axis),
+        checkpoint=remat_lib.checkpoint,
+        chain=remat_lib.chain,
     )
 
 

@@ -6,8 +6,12 @@ An adapter is a subclass of `Adapter` in its own module (`harness/frameworks/tor
 - *Cheap* attributes and `available()` only look at installed package metadata; the
   parent process of a sweep calls them and must never import a framework (imports weigh
   hundreds of MiB and allocators keep what they took).
-- Everything else runs inside a worker (or a test) after `load(device, mode)` has
-  imported the framework and configured it.
+- Everything else runs inside a worker (or a test) after `load(device, mode, remat)`
+  has imported the framework and configured it.
+
+``remat`` (harness/frameworks/remat.py) picks how the op set's ``checkpoint`` and
+``chain`` segments are run: "none" (plain call and loop, every adapter) or a strategy
+in the adapter's ``remats``; anything else is Unavailable, naming what it offers.
 
 The gradient is always taken with respect to ``params`` (a flat ``dict[str, array]``);
 ``inputs`` (a flat dict too, possibly with integer or boolean arrays) are data.
@@ -17,6 +21,7 @@ import importlib.metadata
 import importlib.util
 
 from harness.choices import check_choice
+from harness.frameworks import remat as remat_lib
 
 
 class Unavailable(RuntimeError):
@@ -34,6 +39,9 @@ class Adapter:
     modes = ("eager",)
     #: what "compiled" means here, for the docs and `list` (e.g. "jax.jit")
     compiled_as = ""
+    #: remat strategies load() accepts, spelled as on the command line ("native",
+    #: "native:reentrant"); "none" is the plain op set
+    remats = ("none",)
     #: environment variables the worker process must have before it starts (allocator
     #: settings some frameworks read only at start-up); the worker adds them to its env
     environment = {}
@@ -59,12 +67,28 @@ class Adapter:
     def check_mode(self, mode):
         return check_choice(f"{self.name} mode", mode, self.modes)
 
-    # ---- in the worker: after load() ------------------------------------------------
-    def load(self, device="cpu", mode="eager"):
-        """Import and configure the framework for `device` and `mode`.
+    def check_remat(self, remat):
+        """The parsed (strategy, arg) of `remat` if this adapter offers it.
 
-        Raises Unavailable (with the reason) when the device or mode cannot run here,
-        e.g. "cuda" without a GPU. Sets `self.ops` to the op-set namespace.
+        Malformed text is a ChoiceError naming every strategy's spelling; a well-formed
+        strategy this adapter lacks (sqrt on torch) is Unavailable naming its offers,
+        so a sweep records the cell as unavailable rather than failed.
+        """
+        parsed = remat_lib.parse_remat(remat)
+        if remat_lib.format_remat(*parsed) not in self.remats:
+            raise Unavailable(
+                f"{self.name} does not offer remat {remat!r}; {self.name} offers: {', '.join(self.remats)}"
+            )
+        return parsed
+
+    # ---- in the worker: after load() ------------------------------------------------
+    def load(self, device="cpu", mode="eager", remat="none"):
+        """Import and configure the framework for `device`, `mode` and `remat`.
+
+        Raises Unavailable (with the reason) when the device, mode or remat cannot run
+        here, e.g. "cuda" without a GPU, or a remat not in `remats` (`check_remat`).
+        Sets `self.ops` to the op-set namespace, whose ``checkpoint`` and ``chain``
+        follow the remat strategy.
         """
         raise NotImplementedError
 

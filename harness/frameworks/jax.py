@@ -29,14 +29,27 @@ materialised between them, as in any forward/backward split.
 
 ``optimizer``: the base class's functional SGD/Adam on the op set (optax is not a
 dependency), run op by op.
+
+Remat (``load(..., remat=)``), in both modes (``jax.checkpoint`` under ``jit`` is its
+normal use; eager it works too, the residuals of a checkpointed segment being only its
+inputs): ``"native"`` = ``jax.checkpoint(f)`` (policy ``nothing_saveable``, the
+default: only the segment's inputs are kept); ``"native:dots_saveable"`` = policy
+``jax.checkpoint_policies.dots_with_no_batch_dims_saveable`` (matmul outputs without
+batch dimensions are kept, the rest recomputed). Each ``checkpoint`` segment and each
+of the ceil(sqrt(n)) segments of a ``chain`` is one ``jax.checkpoint``.
 """
 
 import os
 import sys
 
 from harness.choices import check_choice
+from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
 from harness.frameworks.base import Adapter, Unavailable
+
+# remat spelling -> name of the jax.checkpoint_policies policy (None: the default,
+# nothing_saveable)
+NATIVE_POLICIES = {"native": None, "native:dots_saveable": "dots_with_no_batch_dims_saveable"}
 
 
 class JaxAdapter(Adapter):
@@ -45,6 +58,7 @@ class JaxAdapter(Adapter):
     distributions = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt")
     modes = ("eager", "compiled")
     compiled_as = "jax.jit(jax.value_and_grad(loss))"
+    remats = ("none", *NATIVE_POLICIES)
     # GPU: no 75 % preallocation, so the device holds what JAX uses (NVML figures mean
     # something); BFC stats are unaffected. XLA_PYTHON_CLIENT_ALLOCATOR=platform is
     # not set: it is silently BFC and does not free in jaxlib 0.10.2 (memory.md, 7).
@@ -55,9 +69,10 @@ class JaxAdapter(Adapter):
         self._settings = {}
 
     # ---- in the worker -------------------------------------------------------------
-    def load(self, device="cpu", mode="eager"):
+    def load(self, device="cpu", mode="eager", remat="none"):
         check_choice("jax device", device, ("cpu", "cuda"))
         self.check_mode(mode)
+        strategy, variant = self.check_remat(remat)
         for key, value in self.environment.items():
             os.environ.setdefault(key, value)  # read when the backend starts
         settings = _fix_threads()
@@ -76,10 +91,16 @@ class JaxAdapter(Adapter):
                 "jax_enable_x64": True,
                 "jax_default_device": str(jax_device),
                 **{key: os.environ.get(key) for key in self.environment},
+                "remat": remat_lib.format_remat(strategy, variant),
             }
         )
         self._settings = settings
         self.ops = _make_ops(jax)
+        if strategy == "native":
+            policy_name = NATIVE_POLICIES[remat_lib.format_remat(strategy, variant)]
+            checkpoint = _native_checkpoint(jax, policy_name)
+            self.ops.checkpoint, self.ops.chain = checkpoint, remat_lib.chain_of(checkpoint)
+            settings["remat"] += f" (jax.checkpoint, policy {policy_name or 'nothing_saveable'})"
         return self
 
     def settings(self):
@@ -235,6 +256,16 @@ def _backends_running():
 
 
 # ---- the op set -------------------------------------------------------------------------
+def _native_checkpoint(jax, policy_name):
+    """checkpoint(f, *xs) = jax.checkpoint(f, policy=...)(*xs); dicts are pytrees."""
+    policy = None if policy_name is None else getattr(jax.checkpoint_policies, policy_name)
+
+    def checkpoint(f, *xs):
+        return jax.checkpoint(f, policy=policy)(*xs)
+
+    return checkpoint
+
+
 def _make_ops(jax):
     import types
 
@@ -291,4 +322,6 @@ def _make_ops(jax):
         max_pool2d=max_pool2d,
         upsample2d=upsample2d,
         cumsum=lambda x, axis: jnp.cumsum(x, axis=axis),
+        checkpoint=remat_lib.checkpoint,
+        chain=remat_lib.chain,
     )

@@ -52,6 +52,10 @@ forward tensor the gradient graph reads (the residuals); the backward function t
 the params, inputs and residuals and returns the gradients. Each half is compiled in
 the mode's own way, so the two halves may fuse less than the joint function.
 
+Remat: only ``"none"``. PyTensor has no checkpoint API (its graph rewrites decide what
+is kept; OpFromGraph is inlined here): ``checkpoint`` and ``chain`` are the plain call
+and loop, and any other ``remat`` is Unavailable.
+
 CUDA: none. PyTensor's own GPU backend (libgpuarray) is gone; it reaches GPUs only
 through its JAX or PyTorch linkers, which would measure those frameworks instead.
 """
@@ -62,6 +66,7 @@ import time
 import types
 
 from harness.choices import OPTIMIZERS, check_choice
+from harness.frameworks import remat as remat_lib
 from harness.frameworks.base import Adapter, Unavailable
 
 LINKERS = ("cvm", "numba")
@@ -87,9 +92,10 @@ class PytensorAdapter(Adapter):
         self.last_compile_s = None
         self.last_function = None  # the last compiled joint function, for inspection
 
-    def load(self, device="cpu", mode="eager"):
+    def load(self, device="cpu", mode="eager", remat="none"):
         check_choice("pytensor device", device, ("cpu", "cuda"))
         self.check_mode(mode)
+        self.check_remat(remat)  # "none" only (no checkpoint API)
         if device != "cpu":
             raise Unavailable("PyTensor has no CUDA backend of its own (only via its JAX/PyTorch linkers)")
         _use_project_compiledir()
@@ -456,4 +462,6 @@ def _make_ops():
         max_pool2d=max_pool2d,
         upsample2d=upsample2d,
         cumsum=lambda x, axis: pt.cumsum(x, axis=axis),
+        checkpoint=remat_lib.checkpoint,
+        chain=remat_lib.chain,
     )

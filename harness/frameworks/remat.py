@@ -8,13 +8,17 @@ A workload marks its segments once, with two ops of the op set (harness/ops.py):
 With remat "none" they are the plain call and the plain loop defined here. A native
 strategy wraps each segment in the framework's checkpoint API; `segmented_chain` cuts
 a chain into the ceil(sqrt(n)) segments of `sqrt_segments` (what torch's
-checkpoint_sequential does) so an adapter only supplies its `wrap`.
+checkpoint_sequential does) so an adapter only supplies its `wrap`; `chain_of` builds
+that chain from the adapter's native ``checkpoint``. Native APIs that see only
+top-level array arguments (torch reentrant, tf.recompute_grad, autograd.checkpoint)
+get the arrays of a dict argument as separate arguments from `flat_checkpoint`.
 
 The remat string (``--remat``) is parsed by `parse_remat` into ``(strategy, arg)``:
 ``"none"`` -> ("none", None), ``"native:reentrant"`` -> ("native", "reentrant"),
 ``"revolve:4"`` -> ("revolve", 4).
 """
 
+import functools
 import math
 
 from harness.choices import ChoiceError
@@ -118,3 +122,51 @@ def _segment(step, start, stop):
 
     segment_fn.__name__ = f"chain_segment_{start}_{stop}"
     return segment_fn
+
+
+def chain_of(checkpoint):
+    """The native ``chain``: each sqrt segment of the chain is one ``checkpoint(seg, x,
+    consts)`` of the adapter's native checkpoint."""
+
+    def native_chain(step, x, n, consts):
+        return segmented_chain(step, x, n, consts, lambda seg: functools.partial(checkpoint, seg))
+
+    return native_chain
+
+
+def flatten(xs):
+    """Arguments (arrays or flat dicts of arrays) -> (leaves, rebuild), where
+    ``rebuild(leaves)`` gives the arguments back (dicts in their key order)."""
+    leaves, layout = [], []
+    for x in xs:
+        if isinstance(x, dict):
+            layout.append(tuple(x))
+            leaves.extend(x.values())
+        else:
+            layout.append(None)
+            leaves.append(x)
+
+    def rebuild(flat):
+        out, k = [], 0
+        for keys in layout:
+            if keys is None:
+                out.append(flat[k])
+                k += 1
+            else:
+                out.append(dict(zip(keys, flat[k : k + len(keys)])))
+                k += len(keys)
+        return tuple(out)
+
+    return leaves, rebuild
+
+
+def flat_checkpoint(native):
+    """``checkpoint(f, *xs)`` on a native ``native(g, *arrays) -> g(*arrays)`` that
+    tracks only top-level array arguments (an array inside a dict would be invisible
+    to it: no gradient, or a gradient left on the leaf)."""
+
+    def checkpoint(f, *xs):
+        leaves, rebuild = flatten(xs)
+        return native(lambda *flat: f(*rebuild(flat)), *leaves)
+
+    return checkpoint

@@ -37,12 +37,19 @@ algorithm, not a phase).
 ``optimizer``: the base class's functional SGD/Adam on the op set. Keras optimizers
 need ``tf.Variable`` params and add Keras' own slot bookkeeping; the functional step
 keeps the three frameworks' optimizer phases comparable.
+
+Remat (``load(..., remat=)``): ``"native"`` = ``tf.recompute_grad(f)`` on each
+``checkpoint`` segment and each of the ceil(sqrt(n)) segments of a ``chain``, eager
+and under ``tf.function``. recompute_grad's custom gradient differentiates its
+top-level tensor arguments only, so a segment's dicts are passed flattened
+(remat.flat_checkpoint).
 """
 
 import os
 import sys
 
 from harness.choices import check_choice
+from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
 from harness.frameworks.base import Adapter, Unavailable
 
@@ -53,6 +60,7 @@ class TensorflowAdapter(Adapter):
     distributions = ("tensorflow", "tensorflow-cpu", "keras")
     modes = ("eager", "compiled")
     compiled_as = "tf.function(gradient step), jit_compile=False"
+    remats = ("none", "native")
     # TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1 is not here on purpose: oneDNN's CPU allocator
     # is a caching BFC pool (blocks >= 4 KiB) that hides peaks from RSS (memory.md 2d),
     # so the *memory* pass sets it (harness/measure/environment.py MEMORY_SETTINGS),
@@ -72,9 +80,10 @@ class TensorflowAdapter(Adapter):
         self._settings = {}
 
     # ---- in the worker -------------------------------------------------------------
-    def load(self, device="cpu", mode="eager"):
+    def load(self, device="cpu", mode="eager", remat="none"):
         check_choice("tensorflow device", device, ("cpu", "cuda"))
         self.check_mode(mode)
+        strategy, _ = self.check_remat(remat)
         fresh = "tensorflow" not in sys.modules
         if fresh:  # these are read when TF starts; a worker has set them already
             for key, value in self.environment.items():
@@ -91,8 +100,12 @@ class TensorflowAdapter(Adapter):
             settings[key] = os.environ.get(key)
         settings["tf.function jit_compile"] = self.jit_compile
         settings["tensorflow imported by load"] = fresh
+        settings["remat"] = "native (tf.recompute_grad)" if strategy == "native" else "none"
         self._settings = settings
         self.ops = _make_ops(tf)
+        if strategy == "native":
+            checkpoint = remat_lib.flat_checkpoint(lambda g, *flat: tf.recompute_grad(g)(*flat))
+            self.ops.checkpoint, self.ops.chain = checkpoint, remat_lib.chain_of(checkpoint)
         return self
 
     def settings(self):
@@ -335,4 +348,6 @@ def _make_ops(tf):
         max_pool2d=max_pool2d,
         upsample2d=upsample2d,
         cumsum=lambda x, axis: tf.math.cumsum(x, axis=axis),
+        checkpoint=remat_lib.checkpoint,
+        chain=remat_lib.chain,
     )

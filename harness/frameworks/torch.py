@@ -25,6 +25,24 @@ frees the graph's saved tensors as it goes.
 
 ``optimizer``: the native ``torch.optim.SGD`` / ``torch.optim.Adam`` (what PyTorch
 users run); it updates the params given to ``optimizer()`` in place and returns them.
+
+Remat (``load(..., remat=)``): each ``checkpoint`` segment and each of the
+ceil(sqrt(n)) segments of a ``chain`` (checkpoint_sequential's cut) goes through
+``torch.utils.checkpoint.checkpoint``:
+
+- ``"native"``: ``use_reentrant=False`` (saved-tensor hooks; dict arguments are fine);
+- ``"native:reentrant"``: ``use_reentrant=True``, the autograd.Function version. It
+  sees only top-level tensor arguments, so a segment's dicts are passed flattened
+  (remat.flat_checkpoint); and it refuses ``torch.autograd.grad`` ("Checkpointing is
+  not compatible with .grad()"), so with this remat the gradient step calls
+  ``loss.backward()`` on fresh leaves and reads their ``.grad`` (the leaves are new
+  tensors every step, so nothing accumulates across steps).
+
+Both work under ``torch.compile`` (checked with torch 2.13: one graph, no graph
+break): Dynamo turns every ``checkpoint`` call into the ``tag_activation_checkpoint``
+higher-order op, ``use_reentrant`` becoming a mere keyword of it, and AOTAutograd's
+partitioner recomputes the tagged ops in the compiled backward. So compiled,
+"native:reentrant" runs the same graph as "native" (only the gradient call differs).
 """
 
 import itertools
@@ -32,6 +50,7 @@ import shutil
 import types
 
 from harness.choices import OPTIMIZERS, check_choice
+from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
 from harness.frameworks.base import Adapter, Unavailable
 
@@ -42,6 +61,7 @@ class TorchAdapter(Adapter):
     distributions = ("torch",)
     modes = ("eager", "compiled")
     compiled_as = "torch.compile(loss, dynamic=False): Inductor (C++ on CPU), AOTAutograd backward"
+    remats = ("none", "native", "native:reentrant")
     # torch reads no allocator setting at start-up on CPU. On CUDA the caching
     # allocator's defaults are what users run (PYTORCH_CUDA_ALLOC_CONF left unset).
     environment = {}
@@ -49,11 +69,13 @@ class TorchAdapter(Adapter):
     def __init__(self):
         self.device = "cpu"
         self._settings = {}
+        self.remat = "none"
 
     # ---- in the worker -------------------------------------------------------------
-    def load(self, device="cpu", mode="eager"):
+    def load(self, device="cpu", mode="eager", remat="none"):
         check_choice("torch device", device, ("cpu", "cuda"))
         self.check_mode(mode)
+        remat = remat_lib.format_remat(*self.check_remat(remat))
         import torch
 
         self._settings = _fix_threads(torch)
@@ -74,7 +96,16 @@ class TorchAdapter(Adapter):
             dynamo_config.fail_on_recompile_limit_hit = True
             self._settings["torch.compile"] = "dynamic=False, backend=inductor, fail_on_recompile_limit_hit"
         self.device = device
+        self.remat = remat
         self.ops = _make_ops(torch)
+        if remat != "none":
+            checkpoint = _native_checkpoint(torch, reentrant=remat == "native:reentrant")
+            self.ops.checkpoint, self.ops.chain = checkpoint, remat_lib.chain_of(checkpoint)
+        self._settings["remat"] = remat + {
+            "none": "",
+            "native": " (torch.utils.checkpoint, use_reentrant=False)",
+            "native:reentrant": " (torch.utils.checkpoint, use_reentrant=True; grads by loss.backward())",
+        }[remat]
         return self
 
     def settings(self):
@@ -131,10 +162,21 @@ class TorchAdapter(Adapter):
             with torch.enable_grad():
                 leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
                 loss = loss_of(leaves, inputs)
-                grads = torch.autograd.grad(loss, list(leaves.values()))
-            return loss.detach(), dict(zip(leaves, grads))
+                grads = self._gradients(loss, leaves)
+            return loss.detach(), grads
 
         return step
+
+    def _gradients(self, loss, leaves):
+        """{name: d loss / d leaf}: torch.autograd.grad, except under the reentrant
+        checkpoint, which refuses it: there loss.backward() fills the fresh leaves'
+        .grad (a param the loss does not reach gets zeros)."""
+        import torch
+
+        if self.remat != "native:reentrant":
+            return dict(zip(leaves, torch.autograd.grad(loss, list(leaves.values()))))
+        loss.backward()
+        return {k: (v.grad if v.grad is not None else torch.zeros_like(v)) for k, v in leaves.items()}
 
     def split_vjp(self, loss_fn, mode="eager"):
         import torch
@@ -148,8 +190,7 @@ class TorchAdapter(Adapter):
 
         def backward(state):
             loss, leaves = state
-            grads = torch.autograd.grad(loss, list(leaves.values()))
-            return dict(zip(leaves, grads))
+            return self._gradients(loss, leaves)
 
         return forward, backward
 
@@ -279,6 +320,16 @@ def _all_axes(x, axis):
     return tuple(range(x.ndim)) if axis is None else axis
 
 
+def _native_checkpoint(torch, reentrant):
+    """checkpoint(f, *xs) through torch.utils.checkpoint.checkpoint. The reentrant one
+    tracks only top-level tensor arguments: dicts are flattened for it."""
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+    if reentrant:
+        return remat_lib.flat_checkpoint(lambda g, *flat: torch_checkpoint(g, *flat, use_reentrant=True))
+    return lambda f, *xs: torch_checkpoint(f, *xs, use_reentrant=False)
+
+
 def _make_ops(torch):
     F = torch.nn.functional
 
@@ -321,4 +372,6 @@ def _make_ops(torch):
         max_pool2d=lambda x, size=2: F.max_pool2d(x, kernel_size=size, stride=size),
         upsample2d=lambda x, scale=2: F.interpolate(x, scale_factor=scale, mode="nearest"),
         cumsum=lambda x, axis: torch.cumsum(x, dim=axis),
+        checkpoint=remat_lib.checkpoint,
+        chain=remat_lib.chain,
     )

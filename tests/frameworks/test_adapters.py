@@ -21,6 +21,7 @@ PyTensor's C linker) run only the chained_dot and split tests (one tiny graph ea
 import glob
 import importlib.util
 import time
+import types
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from harness import frameworks, ops as contract
 from harness.choices import ChoiceError
-from harness.frameworks import threads
+from harness.frameworks import remat, threads
 from harness.frameworks.base import Unavailable
 from harness.workloads import build
 
@@ -123,13 +124,17 @@ NUMPY = {
     "conv2d": np_conv2d, "max_pool2d": np_max_pool2d,
     "upsample2d": lambda x, scale=2: x.repeat(scale, axis=2).repeat(scale, axis=3),
     "cumsum": np.cumsum,
+    "checkpoint": remat.checkpoint, "chain": remat.chain,
 }  # fmt: skip
+NUMPY_OPS = types.SimpleNamespace(**NUMPY)  # for the segment functions of checkpoint/chain
 
 _rng = np.random.default_rng(7)
 CONSTANTS = {"mask": _rng.random((3, 4)) > 0.5, "index": np.array([2, 0, 2, 1]), "index2d": np.array([[1, 0], [2, 2]])}
 
 # id -> (op, shapes of the differentiated args, call(op_fn, args, constants) or None
 # for op_fn(*args)). Args are kept away from 0 (relu's kink, log, sqrt, 1/x).
+# constants["ops"] is the namespace under test, for the functions checkpoint and chain
+# take (they use only their arguments, as the contract says).
 CASES = {
     "add": ("add", [(3, 4), (4,)], None),
     "add_scalar_left": ("add", [(3, 4)], lambda f, a, c: f(2.0, a[0])),
@@ -183,6 +188,12 @@ CASES = {
     "upsample2d": ("upsample2d", [(2, 2, 3, 2)], None),
     "upsample2d_3": ("upsample2d", [(1, 2, 2, 3)], lambda f, a, c: f(a[0], scale=3)),
     "cumsum": ("cumsum", [(3, 4)], lambda f, a, c: f(a[0], axis=1)),
+    "checkpoint": ("checkpoint", [(3, 4), (4, 2)], lambda f, a, c: f(
+        lambda x, p: c["ops"].tanh(c["ops"].matmul(x, p["w"])), a[0], {"w": a[1]})),
+    # 5 steps: the native chains cut it into sqrt segments (0, 2), (2, 4), (4, 5); step i
+    # scales by 1 + i/10, so a step run with the wrong i shows
+    "chain": ("chain", [(3, 3), (3, 2)], lambda f, a, c: f(
+        lambda i, x, p: c["ops"].mul(c["ops"].tanh(c["ops"].matmul(p["w"], x)), 1.0 + i / 10), a[1], 5, {"w": a[0]})),
 }
 # log's and sqrt's args must be positive: they get |x| + 0.2 in case_args.
 POSITIVE = {"log", "sqrt"}
@@ -204,7 +215,7 @@ def call_case(case_id, fn, args, constants):
 
 
 def numpy_value(case_id, args):
-    return np.asarray(call_case(case_id, NUMPY[CASES[case_id][0]], args, CONSTANTS))
+    return np.asarray(call_case(case_id, NUMPY[CASES[case_id][0]], args, {**CONSTANTS, "ops": NUMPY_OPS}))
 
 
 def weights_for(case_id, dtype):
@@ -227,7 +238,7 @@ def all_ops_loss(ops, params, inputs):
     for case_id, (op, shapes, _) in CASES.items():
         args = [params[f"{case_id}/{i}"] for i in range(len(shapes))]
         try:
-            out = call_case(case_id, getattr(ops, op), args, inputs)
+            out = call_case(case_id, getattr(ops, op), args, {**inputs, "ops": ops})
             term = ops.sum(ops.mul(out, params[f"{case_id}/W"]))
         except Exception as err:  # name the case: one loss holds them all
             raise AssertionError(f"op case {case_id!r} raised {type(err).__name__}: {err}") from err
