@@ -72,12 +72,41 @@ _NUMPY_OPS = {
 
 
 class StrictOps:
-    """The op contract on NumPy over `Opaque` arrays; records every op it ran."""
+    """The op contract on NumPy over `Opaque` arrays; records every op it ran.
+
+    ``checkpoint`` and ``chain`` run their function plainly, and check the contract's
+    purity: inside a segment every array an op uses must be one of the segment's
+    arguments or made inside it, never one from a closure (torch's reentrant
+    checkpoint and the engine's remat see only the arguments)."""
 
     def __init__(self):
         self.calls = []
+        self._scopes = []  # per open segment: {id: array} of the arrays it may use
+        self._labels = []  # and its name, for the error
         for name, fn in _NUMPY_OPS.items():
             setattr(self, name, self._wrap(name, fn))
+
+    def checkpoint(self, f, *xs):
+        self.calls.append("checkpoint")
+        return self._segment(f"checkpoint({getattr(f, '__name__', f)})", lambda: f(*xs), xs)
+
+    def chain(self, step, x, n, consts):
+        self.calls.append("chain")
+        for i in range(n):
+            x = self._segment(f"chain step {i} ({getattr(step, '__name__', step)})", lambda: step(i, x, consts), (x, consts))
+        return x
+
+    def _segment(self, label, call, args):
+        self._scopes.append({id(a): a for a in _arrays(args)})
+        self._labels.append(label)
+        try:
+            out = call()
+        finally:
+            self._scopes.pop()
+            self._labels.pop()
+        if self._scopes:  # what a nested segment returns is usable in the enclosing one
+            self._scopes[-1].update({id(a): a for a in _arrays([out])})
+        return out
 
     def _wrap(self, name, fn):
         def op(*args, **kwargs):
@@ -85,6 +114,9 @@ class StrictOps:
 
             def unwrap(v):
                 if isinstance(v, Opaque):
+                    if self._scopes and id(v) not in self._scopes[-1]:
+                        raise TypeError(f"{name} in {self._labels[-1]}: uses an array that is not an argument "
+                                        "of the segment (from a closure)")  # fmt: skip
                     if v.a.dtype.kind == "f":
                         floats.add(v.a.dtype)
                     return v.a
@@ -100,9 +132,23 @@ class StrictOps:
             if floats and out.dtype.kind == "f" and out.dtype not in floats:
                 raise TypeError(f"{name}: {floats.pop()} operands gave a {out.dtype} result")
             self.calls.append(name)
-            return Opaque(out)
+            result = Opaque(out)
+            if self._scopes:
+                self._scopes[-1][id(result)] = result
+            return result
 
         return op
+
+
+def _arrays(values):
+    """The Opaque arrays in a sequence of arrays, dicts and lists of them."""
+    for v in values:
+        if isinstance(v, Opaque):
+            yield v
+        elif isinstance(v, dict):
+            yield from _arrays(v.values())
+        elif isinstance(v, (list, tuple)):
+            yield from _arrays(v)
 
 
 def strict_loss(name, size, dtype, seed=0):
@@ -118,6 +164,17 @@ def test_the_strict_namespace_covers_the_contract():
     assert contract.missing_ops(StrictOps()) == []
 
 
+def test_the_strict_namespace_rejects_a_segment_that_reads_a_closure():
+    ops, a, b = StrictOps(), Opaque(np.ones(2)), Opaque(np.ones(2))
+    assert ops.checkpoint(lambda x: ops.mul(x, x), a).a.tolist() == [1.0, 1.0]
+    with pytest.raises(TypeError, match="not an argument of the segment"):
+        ops.checkpoint(lambda x: ops.mul(x, b), a)
+    with pytest.raises(TypeError, match="chain step 0"):
+        ops.chain(lambda i, x, c: ops.mul(x, b), a, 2, {})
+    # made inside, or passed in consts: fine
+    assert ops.chain(lambda i, x, c: ops.mul(ops.add(x, c["b"]), 1.0), a, 2, {"b": b}).a.tolist() == [3.0, 3.0]
+
+
 # ---- interface and init ----------------------------------------------------------------
 
 
@@ -125,6 +182,7 @@ def test_the_strict_namespace_covers_the_contract():
 def test_interface(name):
     module = workloads.get(name)
     assert module.SOURCE and module.STRESSES
+    assert isinstance(module.SEGMENTS, str)
     assert set(module.SIZES) == set(SIZES)
     for attr in ("init", "loss", "bound_bytes"):
         assert callable(getattr(module, attr))
@@ -202,6 +260,24 @@ def test_workload_specific_structure():
     # the U-Net concatenates one skip per level
     _, ops = strict_loss("unet", "tiny", "float64")
     assert ops.calls.count("concat") == workloads.get("unet").SIZES["tiny"]["levels"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_segments_are_marked_as_declared(name):
+    # SEGMENTS says what the loss marks; the strict namespace counts the marks (and has
+    # checked that no segment reads an array from a closure).
+    _, ops = strict_loss(name, "tiny", "float64")
+    marks = (ops.calls.count("chain"), ops.calls.count("checkpoint"))
+    levels = workloads.get("unet").SIZES["tiny"]["levels"]
+    want = {
+        "chained_dot": (1, 0),  # the L products
+        "rnn_fanout": (1, 0),  # the n steps
+        "tiny_nerf": (0, 2),  # layers 0-4 (with the skip concat), 5-7
+        "unet": (0, 2 * levels + 1),  # levels + 1 encoder blocks, levels decoder steps
+    }.get(name, (0, 0))
+    assert marks == want
+    assert bool(workloads.get(name).SEGMENTS) == (want != (0, 0))
+    assert (name in workloads.with_segments()) == (want != (0, 0))
 
 
 # ---- gradients against central finite differences ------------------------------------------

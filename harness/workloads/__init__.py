@@ -13,7 +13,9 @@ A workload module defines:
   ``loss(ops, params, inputs)``;
 - ``bound_bytes(size, dtype)``: the bytes a store-everything reverse pass must keep
   (the activations its VJPs need), derived in a comment. Peak / bound is the
-  efficiency figure the report shows.
+  efficiency figure the report shows;
+- ``SEGMENTS``: one line saying which parts the loss marks with ``ops.checkpoint`` /
+  ``ops.chain`` (the segments a remat strategy may recompute), or "" for none.
 """
 
 import functools
@@ -25,6 +27,12 @@ import numpy as np
 from harness.choices import DTYPES, SIZES, check_choice
 
 NAMES = ("chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention", "shared_linear")
+
+
+def with_segments():
+    """The names of the workloads that mark segments (SEGMENTS != ""): the only ones a
+    remat strategy other than "none" changes."""
+    return tuple(name for name in NAMES if get(name).SEGMENTS)
 
 
 def get(name):

@@ -3,6 +3,9 @@
 From HIPS autograd #219 ("backprop eats all my RAM"): every product's input must be
 kept for x's gradient, and x fans out to all L products, so its gradient receives L
 contributions that a careless engine keeps alive together.
+
+Segments: the L products are one ``chain`` (step i: ``z <- x @ z``, consts {"x"}), so
+a remat strategy may keep only some of the z_i and recompute the others.
 """
 
 import math
@@ -11,6 +14,7 @@ from harness.workloads import itemsize
 
 SOURCE = "HIPS autograd #219"
 STRESSES = "L stored intermediates; fan-out of x into L gradient contributions"
+SEGMENTS = "the L products as one chain (consts: x)"
 SIZES = {
     "tiny": {"D": 32, "L": 5},
     "small": {"D": 500, "L": 50},
@@ -28,9 +32,10 @@ def init(rng, size, dtype):
 
 
 def loss(ops, params, inputs, cfg):
-    x, z = params["x"], inputs["z"]
-    for _ in range(cfg["L"]):
-        z = ops.matmul(x, z)
+    def product(i, z, consts):  # z_{i+1} = x @ z_i
+        return ops.matmul(consts["x"], z)
+
+    z = ops.chain(product, inputs["z"], cfg["L"], {"x": params["x"]})
     return ops.sum(z)
 
 

@@ -11,6 +11,9 @@ Differences from bench_rnn.py, both for well-scaled values: its inits are
 ``0.01 * randn`` everywhere, which shrinks the hidden state by ~0.3x per step and the
 gradient of early steps towards float32's denormal range; here W ~ N(0, 0.9^2 / D)
 (spectral radius ~0.9: neither exploding nor vanishing over 50 steps) and x ~ N(0, 1).
+
+Segments: the n steps are one ``chain`` (consts {"W", "b"}); the readout and the loss
+are outside it.
 """
 
 import math
@@ -19,6 +22,7 @@ from harness.workloads import itemsize
 
 SOURCE = "HIPS autograd #219 (RNN benchmark: autograd benchmarks/bench_rnn.py)"
 STRESSES = "W and b reused every step: n gradient contributions to accumulate in place"
+SEGMENTS = "the n RNN steps as one chain (consts: W, b)"
 SIZES = {
     "tiny": {"B": 4, "D": 16, "n": 6},
     "small": {"B": 16, "D": 512, "n": 50},
@@ -43,10 +47,10 @@ def init(rng, size, dtype):
 
 
 def loss(ops, params, inputs, cfg):
-    W, b = params["W"], params["b"]
-    h = inputs["x"]
-    for _ in range(cfg["n"]):
-        h = ops.tanh(ops.add(ops.matmul(h, W), b))
+    def rnn_step(i, h, consts):  # h_{t+1} = tanh(h_t @ W + b)
+        return ops.tanh(ops.add(ops.matmul(h, consts["W"]), consts["b"]))
+
+    h = ops.chain(rnn_step, inputs["x"], cfg["n"], {"W": params["W"], "b": params["b"]})
     logit = ops.add(ops.matmul(h, params["Wout"]), params["bout"])  # (B, 1)
     # bench_rnn.py's logistic loss: -sum(label*logit - (logit + log(1 + exp(-logit))))
     softplus_neg = ops.log(ops.add(ops.exp(ops.neg(logit)), 1.0))

@@ -27,6 +27,7 @@ from harness.workloads import itemsize
 
 SOURCE = "PyTorch forum 'High GPU memory usage problem' (seq2seq + attention)"
 STRESSES = "GRU encoder, attention over every source state at every step, big vocabulary"
+SEGMENTS = ""  # no checkpoint or chain: remat strategies do not apply
 SIZES = {
     "tiny": {"E": 8, "H": 12, "A": 10, "V": 50, "B": 3, "T_src": 5, "T_tgt": 4},
     "small": {"E": 64, "H": 128, "A": 128, "V": 2000, "B": 16, "T_src": 12, "T_tgt": 12},

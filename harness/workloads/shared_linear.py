@@ -22,6 +22,7 @@ from harness.workloads import itemsize
 
 SOURCE = "PyTorch PR #4746 (heuristic-based autograd execution order)"
 STRESSES = "one Linear applied to K inputs, W^T taken per use: backward execution order"
+SEGMENTS = ""  # no checkpoint or chain: remat strategies do not apply
 SIZES = {
     "tiny": {"B": 3, "D": 16, "K": 5},
     "small": {"B": 16, "D": 512, "K": 32},

@@ -18,6 +18,14 @@ Differences from the notebook: the sample positions are synthetic rays (origins 
 sphere of radius 4 looking at the origin, stratified depths in [2, 6]) built with
 NumPy in ``init``, and the last sample's delta is the mean spacing instead of 1e10 (with
 1e10 the exclusive cumsum ``cumsum(sd) - sd`` cancels catastrophically in float32).
+
+Segments: the dense ReLU stack is cut after every layer that concatenates the encoding
+back (layer 4 here), giving two ``checkpoint`` segments: layers 0-4 (input: the
+encoding; it ends with the concatenation) and layers 5-7. Not a ``chain``: the layers
+differ in width and the concatenation breaks the step pattern. Each segment's
+arguments are its input h and a flat dict of its layers' W, b, plus the encoding when
+the segment concatenates it (explicit, never from a closure). The output layer and the
+rendering are outside the segments.
 """
 
 import math
@@ -28,6 +36,7 @@ from harness.workloads import itemsize
 
 SOURCE = "candle #1241 (tiny NeRF from the TensorFlow tiny_nerf notebook)"
 STRESSES = "a large batch of samples through an MLP; work off the path to the params"
+SEGMENTS = "the 8 ReLU layers as two checkpoint segments, layers 0-4 (with the skip concat) and 5-7"
 SIZES = {
     "tiny": {"rays": 4, "samples": 8, "width": 16, "depth": 8, "freqs": 6},
     "small": {"rays": 64, "samples": 32, "width": 128, "depth": 8, "freqs": 6},
@@ -54,6 +63,13 @@ def layer_widths(cfg):
 
 def _skips(i):
     return i % SKIP_AFTER == 0 and i > 0
+
+
+def segments(depth):
+    """(first, stop) layer ranges of the checkpoint segments: cut after each skip layer."""
+    cuts = [i + 1 for i in range(depth) if _skips(i)]
+    bounds = sorted({0, *cuts, depth})
+    return list(zip(bounds, bounds[1:]))
 
 
 def init(rng, size, dtype):
@@ -94,11 +110,22 @@ def loss(ops, params, inputs, cfg):
         features += [ops.sin(scaled), ops.cos(scaled)]
     encoded = ops.concat(features, axis=-1)  # (R*S, 39): a function of the inputs only
 
+    def layers(first, stop):
+        def segment(h, consts):
+            for i in range(first, stop):
+                h = ops.relu(ops.add(ops.matmul(h, consts[f"W{i}"]), consts[f"b{i}"]))
+                if _skips(i):
+                    h = ops.concat([h, consts["encoded"]], axis=-1)
+            return h
+
+        return segment
+
     h = encoded
-    for i in range(depth):
-        h = ops.relu(ops.add(ops.matmul(h, params[f"W{i}"]), params[f"b{i}"]))
-        if _skips(i):
-            h = ops.concat([h, encoded], axis=-1)
+    for first, stop in segments(depth):
+        consts = {key: params[key] for i in range(first, stop) for key in (f"W{i}", f"b{i}")}
+        if any(_skips(i) for i in range(first, stop)):
+            consts["encoded"] = encoded
+        h = ops.checkpoint(layers(first, stop), h, consts)
     raw = ops.add(ops.matmul(h, params[f"W{depth}"]), params[f"b{depth}"])
     raw = ops.reshape(raw, (R, S, 4))
 

@@ -19,6 +19,13 @@ Differences: the op set has no transposed conv, so "up" is nearest upsampling th
 dropout is left out (it would make gradients random). ``levels`` (how many times the
 encoder pools) is a size parameter: 1 as in the issue, 2 in the test and CI sizes so
 their skip connections nest.
+
+Segments: every encoder block (two convs + ReLUs) and every decoder step (upsample,
+up-conv, concatenation with the skip, the block's two convs + ReLUs) is one
+``checkpoint``; a decoder segment takes its skip as an explicit argument. The pooling,
+the output conv and the loss are outside. The skip connections cross the segments, so
+each encoder output stays live until its decoder step whatever the remat: that is the
+#11 story (no articulation points).
 """
 
 import math
@@ -27,6 +34,7 @@ from harness.workloads import itemsize
 
 SOURCE = "cybertronai/gradient-checkpointing #11 (gchlebus's U-Net)"
 STRESSES = "skip connections (no articulation points), conv activations"
+SEGMENTS = "each encoder block and each decoder step (up-conv, skip concat, block) as a checkpoint"
 SIZES = {
     "tiny": {"N": 1, "C_in": 1, "C_out": 2, "HW": 8, "filters": 3, "levels": 2},
     "small": {"N": 2, "C_in": 1, "C_out": 2, "HW": 64, "filters": 8, "levels": 2},
@@ -80,17 +88,36 @@ def _block(ops, params, prefix, x):
     return ops.relu(_conv(ops, params, f"{prefix}b", x))
 
 
+def _params_of(params, *layers):
+    """The flat dict of the named convs' weights and biases (a segment's consts)."""
+    return {f"{name}_{part}": params[f"{name}_{part}"] for name in layers for part in ("w", "b")}
+
+
 def loss(ops, params, inputs, cfg):
     L = cfg["levels"]
+
+    def encoder(level):
+        def segment(x, p):
+            return _block(ops, p, f"enc{level}", x)
+
+        return segment
+
+    def decoder(level):
+        def segment(x, skip, p):
+            up = _conv(ops, p, f"up{level}", ops.upsample2d(x, 2))
+            return _block(ops, p, f"dec{level}", ops.concat([up, skip], axis=1))
+
+        return segment
+
     skips, x = [], inputs["image"]
     for level in range(L):
-        x = _block(ops, params, f"enc{level}", x)
+        x = ops.checkpoint(encoder(level), x, _params_of(params, f"enc{level}a", f"enc{level}b"))
         skips.append(x)
         x = ops.max_pool2d(x, 2)
-    x = _block(ops, params, f"enc{L}", x)
+    x = ops.checkpoint(encoder(L), x, _params_of(params, f"enc{L}a", f"enc{L}b"))
     for level in reversed(range(L)):
-        up = _conv(ops, params, f"up{level}", ops.upsample2d(x, 2))
-        x = _block(ops, params, f"dec{level}", ops.concat([up, skips[level]], axis=1))
+        p = _params_of(params, f"up{level}", f"dec{level}a", f"dec{level}b")
+        x = ops.checkpoint(decoder(level), x, skips[level], p)
     logits = _conv(ops, params, "out", x, padding=0)  # (N, C_out, H, W)
     # tf.losses.softmax_cross_entropy: mean over pixels of -sum_c labels * log_softmax
     log_probs = ops.sub(logits, ops.logsumexp(logits, axis=1, keepdims=True))
