@@ -109,7 +109,11 @@ class CellRunner:
             progress("time")
         env, recorded = environment.worker_environment(adapter, "time")
         prov["time_env"] = recorded
+        # Times are only as good as the machine is idle: a busy core stalls the BLAS
+        # and OpenMP pools (2-4x slower medians seen here). Recorded so a reader can tell.
+        load_before = os.getloadavg()[0]
         timing = run_worker(dict(job, kind="time"), env, self.workdir, self._name(f"time-{tag}"), self.options.timeout_s)
+        prov["load_average_1min"] = {"before_time_pass": load_before, "after_time_pass": os.getloadavg()[0]}
         prov["worker_wall_s"]["time"] = round(timing.wall_s, 3)
         if not timing.ok:
             return results.new_record(cell, timing.status, f"time pass: {timing.message}", prov)
@@ -122,6 +126,8 @@ class CellRunner:
                 "settings": m.get("settings"),
                 "load_s": {"memory": m.get("load_s"), "time": t.get("load_s")},
                 "hwm_method": m.get("hwm_method"),
+                "runtime_warmup": m.get("runtime_warmup"),
+                "plan_s": {"memory": m.get("plan_s"), "time": t.get("plan_s")},
                 "baseline_rss_bytes": m.get("baseline_rss_bytes"),
             }
         )
@@ -148,6 +154,7 @@ class CellRunner:
             first_step_time_s=t.get("first_step_time_s"),
             time_samples_s=t.get("time_samples_s"),
             grad_check=m.get("grad_check"),
+            peak_samples_bytes=m.get("peak_samples_bytes"),
         )
 
     def _provenance(self, cell, adapter):

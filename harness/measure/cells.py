@@ -1,9 +1,15 @@
 """The matrix of cells a sweep runs, and what the parent can rule out without a worker.
 
 A cell is (workload, size, dtype, framework, mode, device) plus its variant
-(optimizer). The parent rules out, cheaply and without importing any framework, a
-framework that is not installed, a mode its adapter does not have, and CUDA on a
-machine without an NVIDIA device; everything else is decided in the worker.
+(optimizer; remat, the rematerialisation strategy; order, the reference engine's
+backward schedule). The parent rules out, cheaply and without importing any framework,
+a framework that is not installed, a mode or remat strategy its adapter does not have,
+and CUDA on a machine without an NVIDIA device; everything else is decided in the
+worker.
+
+Variants expand only where they mean something: a remat strategy other than "none"
+only on workloads that mark segments (harness/workloads: SEGMENTS), an order only on
+the reference engine (the other frameworks' cells carry order None).
 """
 
 import glob
@@ -12,31 +18,45 @@ import itertools
 from harness import frameworks
 
 
-def expand(workloads, frameworks_, sizes, dtypes, devices, modes, optimizer=None):
-    """Every cell, in table order: size, dtype, device, mode, workload, framework."""
+def expand(workloads, frameworks_, sizes, dtypes, devices, modes, optimizer=None, remats=("none",), orders=("heap",), segmented=None):
+    """Every cell, in table order: size, dtype, device, mode, workload, framework, remat,
+    order. `segmented`: the workloads a remat other than "none" applies to (None: all)."""
     cells = []
-    for size, dtype, device, mode, workload, framework in itertools.product(
-        sizes, dtypes, devices, modes, workloads, frameworks_
+    for size, dtype, device, mode, workload, framework, remat in itertools.product(
+        sizes, dtypes, devices, modes, workloads, frameworks_, remats
     ):
-        cells.append(
-            {
-                "workload": workload,
-                "size": size,
-                "dtype": dtype,
-                "framework": framework,
-                "mode": mode,
-                "device": device,
-                "optimizer": optimizer,
-                "remat": "none",
-                "order": None,
-            }
-        )
+        if remat != "none" and segmented is not None and workload not in segmented:
+            continue
+        for order in orders if framework == "reference" else (None,):
+            cells.append(
+                {
+                    "workload": workload,
+                    "size": size,
+                    "dtype": dtype,
+                    "framework": framework,
+                    "mode": mode,
+                    "device": device,
+                    "optimizer": optimizer,
+                    "remat": remat,
+                    "order": order,
+                }
+            )
     return cells
 
 
 def label(cell):
     text = f"{cell['workload']} {cell['framework']} {cell['mode']} {cell['device']} {cell['size']} {cell['dtype']}"
-    return text + (f" +{cell['optimizer']}" if cell.get("optimizer") else "")
+    return text + (f" {variant(cell)}" if variant(cell) else "")
+
+
+def variant(cell):
+    """"+adam remat=sqrt order=bfs": the cell's non-default variant keys, or ""."""
+    parts = [f"+{cell['optimizer']}"] if cell.get("optimizer") else []
+    if cell.get("remat") not in (None, "none"):
+        parts.append(f"remat={cell['remat']}")
+    if cell.get("order") not in (None, "heap"):
+        parts.append(f"order={cell['order']}")
+    return " ".join(parts)
 
 
 def adapter_or_reason(name):
@@ -55,6 +75,10 @@ def unavailable_reason(cell, adapter):
         return reason
     if cell["mode"] not in adapter.modes:
         return f"{adapter.name} has no {cell['mode']!r} mode (its modes: {', '.join(adapter.modes)})"
+    strategy = cell.get("remat") or "none"
+    offered = getattr(adapter, "remats", ("none",))
+    if strategy.split(":")[0] not in offered and strategy not in offered:
+        return f"{adapter.name} offers no remat {strategy!r} (its remats: {', '.join(offered)})"
     if cell["device"] == "cuda" and not nvidia_device_present():
         return "no NVIDIA GPU on this machine (no /dev/nvidia* device nodes): cuda cells cannot run here"
     return ""

@@ -36,6 +36,15 @@ def add_arguments(parser):
     parser.add_argument("--device", "--devices", dest="device", default="cpu", help="cpu|cuda[,...] (default cpu)")
     parser.add_argument("--mode", "--modes", dest="mode", default="eager", help="eager|compiled[,...] (default eager)")
     parser.add_argument("--optimizer", default=None, help="sgd|adam: add one optimizer update (phase 'step')")
+    parser.add_argument(
+        "--remat",
+        default="none",
+        help="none|native[:variant]|sqrt|revolve:S|articulation[,...]: rematerialisation "
+        "of the workloads' marked segments (default none; docs/remat.md)",
+    )
+    parser.add_argument(
+        "--order", default="heap", help="heap|bfs|dfs[,...]: the reference engine's backward order (default heap)"
+    )
     parser.add_argument("--repeat", type=int, default=5, help="timed steps per cell (default 5)")
     parser.add_argument("--warmup", type=int, default=1, help="warm-up steps after the cold first step (default 1)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker before it is killed (default 600)")
@@ -67,14 +76,32 @@ def plan(args):
         choices.check_choice("optimizer", args.optimizer, choices.OPTIMIZERS)
     if args.repeat < 1 or args.warmup < 0:
         raise choices.ChoiceError("--repeat must be >= 1 and --warmup >= 0")
+    from harness.engine.backward import ORDERS  # NumPy only
+    from harness.frameworks.remat import parse_remat
+
+    names = choices.parse_choices("workload", args.workload, workloads.NAMES)
+    remats = [item.strip() for item in str(args.remat).split(",") if item.strip()] or ["none"]
+    for text in remats:
+        parse_remat(text)  # ChoiceError naming the valid strategies
+    segmented = workloads.with_segments()
+    if all(r != "none" for r in remats) and args.workload != "all":
+        lacking = [w for w in names if w not in segmented]
+        if lacking:
+            raise choices.ChoiceError(
+                f"--remat {args.remat}: {', '.join(lacking)} mark(s) no segments to rematerialise; "
+                f"workloads with segments: {', '.join(segmented)}"
+            )
     return cells.expand(
-        choices.parse_choices("workload", args.workload, workloads.NAMES),
+        names,
         choices.parse_choices("framework", args.framework, frameworks.NAMES),
         choices.parse_choices("size", args.size, choices.SIZES),
         choices.parse_choices("dtype", args.dtype, choices.DTYPES),
         choices.parse_choices("device", args.device, choices.DEVICES),
         choices.parse_choices("mode", args.mode, choices.MODES),
         args.optimizer,
+        remats=remats,
+        orders=choices.parse_choices("order", args.order, ORDERS),
+        segmented=segmented,
     )
 
 

@@ -1,12 +1,15 @@
 """The table a sweep prints: peak per phase in MiB, peak / bound, time, ratio to the
 reference engine.
 
-Peaks are the steady-state figures (`peak_bytes`), with the cold first step's total
+A "variant" column (optimizer, remat strategy, the reference engine's order) appears
+when any record has one. Peaks are the steady-state figures (`peak_bytes`), with the cold first step's total
 beside them; times are medians of the repeats. "x ref" divides by the reference
-engine's figure for the same workload, size, dtype, device and optimizer (same mode
-when the reference ran in it, else its eager mode). A phase a cell did not measure
+engine's figure for the same workload, size, dtype, device and optimizer, without
+remat and in its default order (same mode when the reference ran in it, else eager). A phase a cell did not measure
 shows "-"; a cell that did not run shows its status and why.
 """
+
+from harness.measure import cells
 
 MIB = 1024 * 1024
 COLUMNS = (
@@ -27,6 +30,7 @@ COLUMNS = (
     ("time x ref", ">"),
     ("grad err", ">"),
 )
+VARIANT_COLUMN = ("variant", "<")
 MESSAGE_CHARS = 90
 
 
@@ -55,6 +59,8 @@ def reference_for(record, records):
             and other.get("status") == "ok"
             and all(other.get(k) == record.get(k) for k in ("workload", "size", "dtype", "device", "optimizer"))
             and other.get("mode") == mode
+            and (other.get("remat") or "none") == "none"
+            and other.get("order") in (None, "heap")
         )
 
     for mode in (record.get("mode"), "eager"):
@@ -64,10 +70,12 @@ def reference_for(record, records):
     return None
 
 
-def rows(records):
+def rows(records, with_variant=False):
     out = []
     for record in records:
-        row = [record.get("workload", ""), record.get("framework", ""), record.get("mode", ""), record.get("status", "")]
+        row = [record.get("workload", ""), record.get("framework", ""), record.get("mode", "")]
+        row += [cells.variant(record) or "-"] if with_variant else []
+        row += [record.get("status", "")]
         if record.get("status") != "ok":
             out.append((row, (record.get("message") or "").strip().splitlines()[0][:MESSAGE_CHARS] if record.get("message") else ""))
             continue
@@ -94,18 +102,20 @@ def rows(records):
 
 def format_table(records):
     """The table as text (one line per record; failed cells show their reason)."""
-    body = rows(records)
-    widths = [len(name) for name, _ in COLUMNS]
+    with_variant = any(cells.variant(r) for r in records)
+    columns = COLUMNS[:3] + (VARIANT_COLUMN,) + COLUMNS[3:] if with_variant else COLUMNS
+    body = rows(records, with_variant)
+    widths = [len(name) for name, _ in columns]
     for row, _ in body:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(str(cell)))
-    def line(cells):
+    def line(cells_):
         parts = []
-        for (name, align), width, cell in zip(COLUMNS, widths, cells):
+        for (name, align), width, cell in zip(columns, widths, cells_):
             parts.append(f"{str(cell):{align}{width}}")
         return "  ".join(parts).rstrip()
 
-    lines = [line([name for name, _ in COLUMNS]), line(["-" * w for w in widths])]
+    lines = [line([name for name, _ in columns]), line(["-" * w for w in widths])]
     for row, message in body:
         text = line(row)
         if message is not None:
