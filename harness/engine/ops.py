@@ -8,10 +8,11 @@ from harness.engine.prims import (  # noqa: F401
     max_pool2d, mean, mul, neg, permute_dims, relu, reshape, sigmoid, sin, softmax, sqrt,
     stack, sub, sum, take, tanh, upsample2d, where,
 )  # fmt: skip
+from harness.engine.remat import chain, checkpoint  # noqa: F401
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
     "sin", "cos", "matmul", "sum", "mean", "max", "reshape", "permute_dims", "concat",
     "stack", "getitem", "take", "where", "softmax", "logsumexp", "conv2d", "max_pool2d",
-    "upsample2d", "cumsum",
+    "upsample2d", "cumsum", "checkpoint", "chain",
 ]  # fmt: skip
