@@ -14,12 +14,18 @@ ledger counts every buffer it holds, views once.
 Modules, one job each: xp (NumPy or CuPy), ledger (live bytes), tape (traced values,
 nodes, primitives), prims (every primitive with its VJP), ops (the op set),
 backward (the reverse pass and its schedules), api (vjp, value_and_grad),
-testing (check_grads), demo (the figures: `python -m harness.engine`).
+remat (the checkpoint and chain ops and the plan they follow: none, sqrt/native,
+revolve:S, articulation), remat_revolve (binomial checkpointing of a chain),
+remat_articulation (snapshots at the graph's separators), remat_simulate (the
+predicted peak of a chain under a plan), testing (check_grads), demo (the figures:
+`python -m harness.engine`).
 """
 
-from harness.engine import ops
+from harness.engine import ops, remat
 from harness.engine.api import grad, value_and_grad, vjp
 from harness.engine.backward import ORDERS
 from harness.engine.ledger import Ledger
 
-__all__ = ["ops", "value_and_grad", "vjp", "grad", "Ledger", "ORDERS"]
+from harness.engine.remat import Plan, remat_plan
+
+__all__ = ["ops", "remat", "value_and_grad", "vjp", "grad", "Ledger", "ORDERS", "Plan", "remat_plan"]

@@ -29,7 +29,7 @@ def vjp(f, *args, argnums=0, order="heap", ledger=None):
     zeros = xp.array_module(*_arrays(args[i] for i in argnums)).zeros
     if ledger is not None:
         ledger.mark("forward")
-    with tracing(ledger):
+    with tracing(ledger, order=order):
         out = f(*boxed)
     del boxed
     if type(out) is Var:
@@ -121,6 +121,12 @@ def _box(arg, i):
     _check_differentiable(arg, f"argument {i}")
     leaf = Leaf(arg.shape, arg.dtype)
     return Var(arg, leaf), leaf
+
+
+def boxed_leaves(arg):
+    """A differentiated argument as traced leaves, for a trace with no backward pass
+    (a planning trace)."""
+    return _box(arg, 0)[0]
 
 
 def _check_differentiable(value, where):

@@ -59,6 +59,8 @@ def _run(node, grads, needed, schedule, ledger):
     """Run one node's VJP and pass its cotangents on. A function of its own so that
     every local (the incoming cotangent, the closures) is gone when it returns."""
     g, g_owned = grads.pop(node)
+    if node.vjps is None:  # a rematerialised node: recompute its span first
+        node.rebuild()
     parents, vjps = node.parents, node.vjps
     node.parents = node.vjps = None
     if ledger is not None:

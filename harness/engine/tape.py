@@ -28,23 +28,43 @@ from harness.engine import xp
 
 _sequence = itertools.count()
 
-# Stack of (ledger, phase) of the traces running now; the innermost is last. Ops read
-# the ledger from it, so a forward pass is accounted without passing a ledger to each op.
+# Stack of (ledger, phase, order) of the traces running now; the innermost is last. Ops
+# read the ledger from it, so a forward pass is accounted without passing a ledger to
+# each op; a checkpointed segment reads the ledger and order its recomputation will use.
 _traces = []
+
+# Stack of node makers that replace `make_node` while they are active: the articulation
+# plan (remat_articulation.py) uses one to record recipes instead of saved arrays.
+_node_makers = []
 
 
 @contextlib.contextmanager
-def tracing(ledger, phase="forward"):
-    """Run the body as a trace accounted in `ledger` (None: no accounting)."""
-    _traces.append((ledger, phase))
+def tracing(ledger, phase="forward", order="heap"):
+    """Run the body as a trace accounted in `ledger` (None: no accounting); `order` is
+    the backward schedule of the pass that will consume it."""
+    _traces.append((ledger, phase, order))
     try:
         yield
     finally:
         _traces.pop()
 
 
+@contextlib.contextmanager
+def making_nodes(maker):
+    """Record nodes with ``maker(prim, values, params, parents, out)`` in the body."""
+    _node_makers.append(maker)
+    try:
+        yield
+    finally:
+        _node_makers.pop()
+
+
 def current_ledger():
     return _traces[-1][0] if _traces else None
+
+
+def current_order():
+    return _traces[-1][2] if _traces else "heap"
 
 
 class Node:
@@ -60,6 +80,17 @@ class Node:
 
     def __repr__(self):
         return f"<{self.name} #{self.seq} {self.dtype}{list(self.shape)}>"
+
+
+class Lazy(Node):
+    """A node recorded without its VJPs (a rematerialised span): the backward pass
+    calls ``rebuild()`` before running it, which recomputes the span and fills ``vjps``."""
+
+    __slots__ = ("rebuild",)
+
+    def __init__(self, name, parents, shape, dtype, rebuild):
+        super().__init__(name, parents, None, shape, dtype)
+        self.rebuild = rebuild
 
 
 class Leaf(Node):
@@ -168,6 +199,29 @@ def apply(prim, args, params):
             # array is float64); as a Python scalar it is weak and keeps the dtype.
             values[i] = arg.item()
     _check_operands(prim, values[:n])
+    out = run_forward(prim, values, params, n)
+    ledger = current_ledger()
+    if ledger is not None:
+        track_output(ledger, out, values[:n], f"{_traces[-1][1]}:{prim.name}")
+    if parents is None or out.dtype.kind != "f":
+        return out
+    make = _node_makers[-1] if _node_makers else make_node
+    return Var(out, make(prim, values, params, tuple(parents), out))
+
+
+def make_node(prim, values, params, parents, out):
+    """The node of one call: a VJP closure per traced operand, made now (so each saves
+    what its rule needs)."""
+    vjps = [
+        None if parent is None else prim.make_vjp(i, out, *values, **params)
+        for i, parent in enumerate(parents)
+    ]
+    return Node(prim.name, parents, vjps, out.shape, out.dtype)
+
+
+def run_forward(prim, values, params, n=None):
+    """`prim`'s forward on raw values, always returning an array."""
+    n = len(values) if n is None else n
     try:
         out = prim.forward(*values, **params)
     except (ValueError, TypeError, IndexError) as error:
@@ -175,20 +229,10 @@ def apply(prim, args, params):
         raise kind(f"{prim.name}: {error} (operands: {describe(values[:n])})") from error
     if not xp.is_array(out):  # NumPy returns scalars from 0-d computations
         out = xp.array_module(*values[:n]).asarray(out)
-
-    ledger = current_ledger()
-    if ledger is not None:
-        _track_output(ledger, out, values[:n], f"{_traces[-1][1]}:{prim.name}")
-    if parents is None or out.dtype.kind != "f":
-        return out
-    vjps = [
-        None if parent is None else prim.make_vjp(i, out, *values, **params)
-        for i, parent in enumerate(parents)
-    ]
-    return Var(out, Node(prim.name, tuple(parents), vjps, out.shape, out.dtype))
+    return out
 
 
-def _track_output(ledger, out, operands, tag):
+def track_output(ledger, out, operands, tag):
     # An output that is a view of an operand (reshape, slice) is not a new buffer: if
     # the operand is the engine's it is counted already, if the caller's it is not ours.
     address = xp.buffer_address(out)

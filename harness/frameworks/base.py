@@ -75,7 +75,7 @@ class Adapter:
         so a sweep records the cell as unavailable rather than failed.
         """
         parsed = remat_lib.parse_remat(remat)
-        if remat_lib.format_remat(*parsed) not in self.remats:
+        if not remat_lib.offers(self.remats, remat):
             raise Unavailable(
                 f"{self.name} does not offer remat {remat!r}; {self.name} offers: {', '.join(self.remats)}"
             )

@@ -1,11 +1,13 @@
 """The reference engine (harness/engine): NumPy on the CPU, CuPy on CUDA; eager only.
 
 A thin adapter: the op set is ``harness.engine.ops`` itself, and gradients come from
-``harness.engine.value_and_grad`` / ``vjp``. Two engine options are exposed:
+``harness.engine.value_and_grad`` / ``vjp``. Three engine options are exposed:
 
 - ``order``: the backward schedule, ``"heap"`` (default: max-heap by creation order,
   PyTorch's), ``"bfs"`` or ``"dfs"``: ``ReferenceAdapter(order="bfs")``, or per call
   ``value_and_grad(loss_fn, order="bfs")`` / ``split_vjp(loss_fn, order="bfs")``;
+- ``remat`` (``load(remat=...)``): none, native, sqrt, revolve:S or articulation
+  (harness/engine/remat.py); articulation plans from a dry trace in ``prepare``;
 - the ledger (live bytes of every buffer the engine allocated, a peak and a
   timeline): each ``step`` / ``forward`` records into a fresh ``Ledger``, left in
   ``adapter.last_ledger`` for the measurement to read (``peak_bytes``, ``timeline``,
@@ -32,6 +34,9 @@ class ReferenceAdapter(Adapter):
     distributions = ("gradmem", "numpy", "cupy", "cupy-cuda12x", "cupy-cuda11x")
     modes = ("eager",)
     compiled_as = ""
+    # native = the engine's own checkpoint on the marked segments (what sqrt does too);
+    # revolve takes its snapshot count: revolve:S. See harness/engine/remat.py.
+    remats = ("none", "native", "sqrt", "revolve:S", "articulation")
 
     def __init__(self, order="heap", track_memory=True):
         from harness.engine.backward import ORDERS  # the engine imports NumPy only
@@ -43,9 +48,10 @@ class ReferenceAdapter(Adapter):
         self._settings = {}
 
     # ---- in the worker -------------------------------------------------------------
-    def load(self, device="cpu", mode="eager"):
+    def load(self, device="cpu", mode="eager", remat="none"):
         check_choice("reference device", device, ("cpu", "cuda"))
         self.check_mode(mode)
+        self.check_remat(remat)
         if device == "cuda":
             reason = _cuda_unavailable_reason()
             if reason:
@@ -54,10 +60,33 @@ class ReferenceAdapter(Adapter):
         from harness.frameworks.autograd import fix_numpy_blas_threads
 
         self._settings = fix_numpy_blas_threads()
-        self._settings.update({"reference.order": self.order, "reference.ledger": bool(self.track_memory)})
+        self._settings.update(
+            {"reference.order": self.order, "reference.ledger": bool(self.track_memory), "reference.remat": remat}
+        )
         self.device = device
         self.ops = engine.ops
+        self.plan = engine.remat.Plan(remat)
         return self
+
+    def prepare(self, loss_fn, params, inputs, name="graph"):
+        """Before the measured window: articulation plans its snapshots from one
+        traced forward pass; Unavailable (from the engine's TooFewSeparators) when the
+        graph `name` has no separators worth using. Other plans need nothing."""
+        if self.plan.strategy != "articulation":
+            return
+        from harness import engine
+        from harness.engine.remat_articulation import TooFewSeparators, plan_articulation
+
+        def trace():
+            with engine.tape.tracing(None):
+                return loss_fn(self.ops, engine.api.boxed_leaves(params), inputs)
+
+        try:
+            articulation = plan_articulation(trace, name)
+        except TooFewSeparators as refusal:  # a property of the graph, not a failure
+            raise Unavailable(str(refusal)) from refusal
+        self.plan = engine.remat.Plan("articulation", articulation)
+        self._settings["reference.articulation"] = self.plan.articulation.summary()
 
     def settings(self):
         return dict(self._settings)
@@ -113,7 +142,7 @@ class ReferenceAdapter(Adapter):
 
         def step(params, inputs):
             run = engine.value_and_grad(
-                lambda p: loss_fn(ops, p, inputs), argnums=0, order=order, ledger=self._ledger(ledger)
+                self._under_plan(loss_fn, ops, inputs), argnums=0, order=order, ledger=self._ledger(ledger)
             )
             return run(params)
 
@@ -130,13 +159,24 @@ class ReferenceAdapter(Adapter):
 
         def forward(params, inputs):
             return engine.vjp(
-                lambda p: loss_fn(ops, p, inputs), params, argnums=0, order=order, ledger=self._ledger(ledger)
+                self._under_plan(loss_fn, ops, inputs), params, argnums=0, order=order, ledger=self._ledger(ledger)
             )
 
         def backward(state):
             return state[1]()
 
         return forward, backward
+
+    def _under_plan(self, loss_fn, ops, inputs):
+        """The traced loss, run under the adapter's remat plan (the plan shapes what
+        the forward pass records; the backward pass follows what was recorded)."""
+        from harness.engine.remat import remat_plan
+
+        def traced(p):
+            with remat_plan(self.plan):
+                return loss_fn(ops, p, inputs)
+
+        return traced
 
     # ---- CUDA: everything device-specific for the reference engine is below ---------
     def device_memory_probe(self, device):

@@ -58,6 +58,13 @@ def parse_remat(text):
     return strategy, None
 
 
+def offers(remats, text):
+    """Whether an adapter offering `remats` runs `text` ("revolve:S" in remats offers
+    every revolve:S); ChoiceError when `text` is malformed."""
+    strategy, arg = parse_remat(text)
+    return (strategy == "revolve" and "revolve:S" in remats) or format_remat(strategy, arg) in remats
+
+
 def format_remat(strategy, arg=None):
     """The inverse of parse_remat: ("native", "reentrant") -> "native:reentrant"."""
     return strategy if arg is None else f"{strategy}:{arg}"

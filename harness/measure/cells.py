@@ -16,6 +16,7 @@ import glob
 import itertools
 
 from harness import frameworks
+from harness.frameworks.remat import offers as remat_offers
 
 
 def expand(workloads, frameworks_, sizes, dtypes, devices, modes, optimizer=None, remats=("none",), orders=("heap",), segmented=None):
@@ -77,7 +78,7 @@ def unavailable_reason(cell, adapter):
         return f"{adapter.name} has no {cell['mode']!r} mode (its modes: {', '.join(adapter.modes)})"
     strategy = cell.get("remat") or "none"
     offered = getattr(adapter, "remats", ("none",))
-    if strategy.split(":")[0] not in offered and strategy not in offered:
+    if not remat_offers(offered, strategy):
         return f"{adapter.name} offers no remat {strategy!r} (its remats: {', '.join(offered)})"
     if cell["device"] == "cuda" and not nvidia_device_present():
         return "no NVIDIA GPU on this machine (no /dev/nvidia* device nodes): cuda cells cannot run here"

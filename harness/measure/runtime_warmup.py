@@ -30,6 +30,8 @@ def warm_runtime(adapter, device, mode, dtype):
     rng = np.random.default_rng(0)
     params = adapter.from_numpy({"w": rng.standard_normal((4, 4)).astype(dtype)}, device)
     inputs = adapter.from_numpy({"x": rng.standard_normal((4, 4)).astype(dtype)}, device)
+    if hasattr(adapter, "prepare"):  # plans (articulation) are made per loss, as for the cell
+        adapter.prepare(_tiny_loss, params, inputs, name="the runtime warm-up's 4x4 layers")
     _, grads = adapter.value_and_grad(_tiny_loss, mode)(params, inputs)
     adapter.sync(grads)
 

@@ -80,7 +80,7 @@ def _prepare(job, marks):
     t0 = time.perf_counter()
     adapter = frameworks.get(cell["framework"], **({"order": cell["order"]} if cell.get("order") else {}))
     remat = cell.get("remat") or "none"
-    adapter.load(cell["device"], cell["mode"], **({} if remat == "none" else {"remat": remat}))
+    adapter.load(cell["device"], cell["mode"], remat=remat)
     warm_runtime(adapter, cell["device"], cell["mode"], cell["dtype"])
     load_s = time.perf_counter() - t0
     marks.mark("loaded")
@@ -93,7 +93,7 @@ def _prepare(job, marks):
     plan_s = None
     if hasattr(adapter, "prepare"):  # e.g. the reference engine's articulation plan: a
         t0 = time.perf_counter()  # dry trace, before the baseline like a compile
-        adapter.prepare(problem.loss, params, inputs)
+        adapter.prepare(problem.loss, params, inputs, name=f"{problem.name} at {problem.size}")
         plan_s = time.perf_counter() - t0
         marks.mark("planned")
     step = Step(adapter, problem.loss, params, inputs, cell["mode"], job.get("optimizer"), job.get("lr", 1e-3))

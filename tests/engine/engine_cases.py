@@ -117,6 +117,20 @@ for scale in [1, 2, 3]:
 for axis in [0, 1, -1]:
     case(f"cumsum_axis{axis}", lambda ops, x, a=axis: ops.cumsum(x, a), normal(3, 4))
 
+# ---- segments: checkpoint and chain (plain under the default plan; test_remat.py runs
+# these same cases under every remat plan) ----------------------------------------------
+case("checkpoint_two_args", lambda ops, a, b: ops.checkpoint(lambda u, v: ops.tanh(ops.matmul(u, v)), a, b),
+     normal(3, 4), normal(4, 2))  # fmt: skip
+case("checkpoint_dict_arg", lambda ops, a, b: ops.checkpoint(lambda u, p: ops.mul(ops.sin(u), p["w"]), a, {"w": b}),
+     normal(3, 2), normal(3, 2))  # fmt: skip
+case("checkpoint_nested", lambda ops, a: ops.checkpoint(lambda u: ops.exp(ops.checkpoint(ops.sin, u)), a), normal(2, 3))
+for n in [1, 2, 5, 9]:
+    # step i depends on i (a different shift per step) and reuses its const every step
+    case(f"chain_{n}_steps", lambda ops, a, w, n=n: ops.chain(
+        lambda i, x, c: ops.tanh(ops.add(ops.matmul(x, c["w"]), 0.1 * i)), a, n, {"w": w}),
+        normal(3, 3), 0.5 * normal(3, 3))  # fmt: skip
+
+
 def float_args(args, dtype):
     """The case's floating arrays cast to `dtype` (other args unchanged)."""
     return [a.astype(dtype) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args]

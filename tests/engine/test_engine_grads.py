@@ -16,6 +16,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from engine_cases import CASES, normal
 from harness import ops as contract
+from harness.frameworks import remat
 from harness.engine import ORDERS, ops, value_and_grad
 from harness.engine.tape import defvjp, primitive
 from harness.engine.testing import check_grads
@@ -62,6 +63,7 @@ NUMPY = types.SimpleNamespace(
     logsumexp=_np_logsumexp, conv2d=_np_conv2d, max_pool2d=_np_max_pool2d,
     upsample2d=lambda x, scale=2: x.repeat(scale, axis=2).repeat(scale, axis=3),
     cumsum=lambda x, axis: np.cumsum(x, axis=axis),
+    checkpoint=remat.checkpoint, chain=remat.chain,
 )  # fmt: skip
 
 
