@@ -191,3 +191,30 @@ def test_chained_dot_tiny_gradient_agrees_in_reference_autograd_and_pytensor(ada
             _, grads = other.value_and_grad(problem.loss, mode)(problem.params, problem.inputs)
             rel = np.linalg.norm(grads["x"] - ref) / np.linalg.norm(ref)
             assert rel <= 1e-10, f"{name} {mode}: relative error {rel:.1e}"
+
+
+# ---- remat plans through the adapter ------------------------------------------------------
+@pytest.mark.parametrize("remat", ["native", "sqrt", "revolve:2", "articulation"])
+@pytest.mark.parametrize("workload", ["chained_dot", "rnn_fanout", "tiny_nerf"])
+def test_every_remat_plan_gives_the_plain_gradient_and_is_recorded(workload, remat):
+    problem = build(workload, "tiny", "float64")
+    plain = frameworks.get("reference").load("cpu", "eager")
+    want = plain.value_and_grad(problem.loss)(problem.params, problem.inputs)[1]
+    adapter = frameworks.get("reference").load("cpu", "eager", remat)
+    adapter.prepare(problem.loss, problem.params, problem.inputs, name=f"{workload} at tiny")
+    got = adapter.value_and_grad(problem.loss)(problem.params, problem.inputs)[1]
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=1e-12, err_msg=key)
+    assert adapter.settings()["reference.remat"] == remat
+    # split_vjp follows the plan too (the measured phases use it)
+    forward, backward = adapter.split_vjp(problem.loss)
+    split = backward(forward(problem.params, problem.inputs))
+    for key in want:
+        np.testing.assert_allclose(split[key], want[key], rtol=1e-10, atol=1e-12, err_msg=key)
+
+
+def test_revolve_is_offered_for_every_snapshot_count_and_a_malformed_one_is_refused():
+    adapter = frameworks.get("reference")
+    assert adapter.load("cpu", "eager", "revolve:7").plan.arg == 7
+    with pytest.raises(ChoiceError, match="revolve:S"):
+        adapter.load("cpu", "eager", "revolve:x")
