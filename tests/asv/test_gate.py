@@ -83,15 +83,21 @@ def test_equal_results_pass(store):
 
 
 def test_memory_growth_beyond_threshold_fails(store):
-    plant(store, 3, {(PEAK, CELL): 1.05})
+    plant(store, 3, {(PEAK, CELL): 1.10})  # 6 MiB -> 6.6 MiB: beyond 2 % and the 512 KiB floor
     code, out = gate(store, "--base", store["commits"][1], "--head", store["commits"][3])
     assert code == 1, out
-    assert "1.050x" in out and "workload=chained_dot, framework=reference, device=cpu, mode=eager" in out
+    assert "1.100x" in out and "workload=chained_dot, framework=reference, device=cpu, mode=eager" in out
 
 
 def test_memory_growth_within_threshold_passes(store):
     plant(store, 3, {(PEAK, CELL): 1.015})
     assert gate(store, "--base", store["commits"][1], "--head", store["commits"][3])[0] == 0
+
+
+def test_memory_growth_below_the_floor_passes(store):
+    plant(store, 3, {(PEAK, CELL): 1.05})  # 6 MiB + 5 % = 315 KB: within RSS grain (512 KiB)
+    assert gate(store, "--base", store["commits"][1], "--head", store["commits"][3])[0] == 0
+    assert gate(store, "--base", store["commits"][1], "--head", store["commits"][3], "--memory-floor", "65536")[0] == 1
 
 
 def test_time_has_its_own_threshold(store):
