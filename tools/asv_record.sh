@@ -13,7 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 link=${GRADMEM_ASV_PYTHON_LINK:-/tmp/gradmem-asv-venv}
 ln -sfn "$PWD/.venv" "$link"
-machine=$(.venv/bin/python tools/asv_machine.py ${1:+--machine "$1"})
-shift || true
+# The first argument is the machine name unless it is an option for asv run.
+name=
+if [[ $# -gt 0 && $1 != -* ]]; then name=$1; shift; fi
+machine=$(.venv/bin/python tools/asv_machine.py ${name:+--machine "$name"})
 exec .venv/bin/asv run -E "existing:$link/bin/python" --machine "$machine" \
     --set-commit-hash "$(git rev-parse HEAD)" "$@"
