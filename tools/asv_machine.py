@@ -10,6 +10,7 @@ in the file are kept, so one file can describe several.
 
     python tools/asv_machine.py                     # name derived: linux-x86_64-2cpu-nogpu
     python tools/asv_machine.py --machine gpu-a100  # an explicit name
+    python tools/asv_machine.py --suffix small      # linux-x86_64-2cpu-nogpu-small
 then pass the printed name to asv: `asv run --machine NAME ...`.
 """
 
@@ -60,14 +61,14 @@ def slug(text):
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def describe(name=None):
+def describe(name=None, suffix=None):
     gpus = gpu_models()
     num_cpu = os.cpu_count() or 1
     gpu_text = f"{len(gpus)}x {gpus[0]}" if gpus else ""
     default_name = f"{platform.system().lower()}-{platform.machine()}-{num_cpu}cpu-" + (
         slug(gpus[0]) if gpus else "nogpu"
     )
-    name = name or default_name
+    name = name or default_name + (f"-{suffix}" if suffix else "")
     if not MACHINE_NAME.match(name):
         raise ValueError(f"machine name {name!r}: use letters, digits, '.', '_' and '-'")
     return {
@@ -97,9 +98,11 @@ def main(argv=None):
     parser.add_argument("--machine", help="machine name (default derived from arch, CPUs, GPU)")
     parser.add_argument("--path", default=os.path.expanduser("~/.asv-machine.json"),
                         help="machine file (asv reads ~/.asv-machine.json)")
+    parser.add_argument("--suffix", help="appended to the derived name (e.g. the sweep size: the size is "
+                        "not part of asv's keys, so one machine name per size keeps series apart)")
     args = parser.parse_args(argv)
     try:
-        info = describe(args.machine)
+        info = describe(args.machine, args.suffix)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
