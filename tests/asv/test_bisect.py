@@ -3,8 +3,8 @@ when the engine changed under the plant.
 
 The demo builds a throwaway history on the committed HEAD (no-op, no-op, planted
 out-of-place gradient accumulation, no-op, no-op), lets `asv find` bisect it in a
-NumPy-only virtualenv asv builds, and runs the gate on the stored figures. ~70 s on a
-2-core box, most of it asv building the environment and installing each commit.
+NumPy-only virtualenv asv builds, and runs the gate on the stored figures. 60-110 s on
+a 2-core box (the longer under load from other work).
 """
 
 import re
@@ -30,10 +30,11 @@ def test_asv_find_names_the_planted_commit_and_the_gate_fails_it(tmp_path):
     assert f"asv find named {planted}; planted {planted}: MATCH" in done.stdout
     fires, quiet = done.stdout.split("gate, planted vs its parent")[1].split("gate, no-op 2 vs no-op 1")
     # The plant keeps one extra gradient-sized buffer (W, 512x512 float32 = 1 MiB) alive
-    # at the backward peak: far above the gate's 2 % and 512 KiB floor.
+    # at the backward peak: far above the gate's 2 % and 512 KiB floor. Each figure is
+    # an RSS peak with ~0.23 MiB process-to-process spread (docs/asv.md), hence +-0.3 MiB.
     growth = re.search(r"WORSE +[\d.]+x +([\d.]+) MiB -> +([\d.]+) MiB .*rnn_fanout, framework=reference", fires)
     assert growth, fires
-    assert float(growth.group(2)) - float(growth.group(1)) >= 0.99
+    assert 0.7 <= float(growth.group(2)) - float(growth.group(1)) <= 1.3
     assert "1 of 1 figures worsened" in fires
     assert "0 of 1 figures worsened" in quiet
 
