@@ -27,10 +27,6 @@ from harness.engine.tape import Leaf, Node, Var, current_ledger, current_order, 
 from harness.engine.xp import array_module
 from harness.frameworks.remat import flatten, parse_remat, run_steps, segmented_chain
 
-#: the plans the engine runs (revolve takes ":S")
-PLANS = ("none", "native", "sqrt", "revolve", "articulation")
-
-
 class Plan:
     """A parsed remat string, plus what planning found (articulation's snapshots)."""
 
@@ -113,27 +109,38 @@ def recomputed(f, xs, name):
             "not given; pass every array it reads as an argument (a segment must be pure)"
         )
     replay = _Replay(f, raw, rebuild, traced, current_ledger(), current_order(), current_plan())
-    parents = tuple(args[i].node if i in traced else None for i in range(len(args)))
-    vjps = [replay.vjp(i) if i in traced else None for i in range(len(args))]
-    return Var(out, Node(name, parents, vjps, out.shape, out.dtype))
+    return one_node(name, [a.node if type(a) is Var else None for a in args], replay.backprop, out)
+
+
+def one_node(name, parents, backprop, out):
+    """A node for `out` whose VJPs all come from one ``backprop(g) -> {parent index:
+    cotangent}``, run on the first call (one recomputation serves every input)."""
+    shared = _SharedCotangents(backprop)
+    vjps = [None if parent is None else shared.vjp(i) for i, parent in enumerate(parents)]
+    return Var(out, Node(name, tuple(parents), vjps, out.shape, out.dtype))
+
+
+class _SharedCotangents:
+    def __init__(self, backprop):
+        self.backprop, self.cotangents = backprop, None
+
+    def vjp(self, i):
+        return lambda g: self.take(i, g)
+
+    def take(self, i, g):
+        if self.cotangents is None:
+            backprop, self.backprop = self.backprop, None
+            self.cotangents = backprop(g)
+        return self.cotangents.pop(i)
 
 
 class _Replay:
-    """The VJP of a recomputed segment, shared by its traced inputs: the first call
-    re-runs the segment traced and backpropagates through it once, for all of them."""
+    """The backward pass of a recomputed segment: re-run it traced from its saved
+    inputs and backpropagate through it once, for all of them."""
 
     def __init__(self, f, raw, rebuild, traced, ledger, order, plan):
         self.f, self.raw, self.rebuild, self.traced = f, raw, rebuild, traced
         self.ledger, self.order, self.plan = ledger, order, plan
-        self.cotangents = None
-
-    def vjp(self, i):
-        return lambda g: self.cotangent(i, g)
-
-    def cotangent(self, i, g):
-        if self.cotangents is None:
-            self.cotangents = self.backprop(g)
-        return self.cotangents.pop(i)
 
     def backprop(self, g):
         raw, self.raw = self.raw, None  # the saved inputs go once this pass has run

@@ -26,7 +26,7 @@ they need until they run, as in a plain backward pass.
 import collections
 import math
 
-from harness.engine.tape import Lazy, current_ledger, current_order, make_node, making_nodes, run_forward, track_output, tracing
+from harness.engine.tape import Lazy, current_ledger, current_order, make_node, make_vjps, making_nodes, run_forward, track_output, tracing
 
 
 class TooFewSeparators(ValueError):
@@ -228,10 +228,7 @@ class Span:
                 out = run_forward(prim, args, params)
                 if self.ledger is not None:
                     track_output(self.ledger, out, args[: len(node.parents)], "recompute:" + prim.name)
-                node.vjps = [
-                    None if parent is None else prim.make_vjp(i, out, *args, **params)
-                    for i, parent in enumerate(node.parents)
-                ]
+                node.vjps = make_vjps(prim, args, params, node.parents, out)
                 del args
                 if uses[node]:
                     values[node] = out

@@ -25,9 +25,9 @@ import functools
 import math
 
 from harness.engine.backward import backward as backward_pass
-from harness.engine.remat import steps_raw, value_of
+from harness.engine.remat import one_node, steps_raw, value_of
 from harness.engine.xp import array_module
-from harness.engine.tape import Leaf, Node, Var, current_ledger, current_order, tracing
+from harness.engine.tape import Leaf, Var, current_ledger, current_order, tracing
 
 
 @functools.lru_cache(maxsize=None)
@@ -46,10 +46,14 @@ def _best(l, c):
     return best
 
 
+def _fill(n, c):
+    for l in range(1, n + 1):  # the table bottom-up: no deep recursion
+        _best(l, c)
+
+
 def min_recomputations(n, snapshots):
     """F(n, S + 1): the extra step evaluations of revolve:S on n steps."""
-    for l in range(1, n + 1):  # bottom-up: no deep recursion
-        _best(l, snapshots + 1)
+    _fill(n, snapshots + 1)
     return _best(n, snapshots + 1)[0] if n else 0
 
 
@@ -70,15 +74,16 @@ def griewank_recomputations(n, snapshots):
 
 
 def first_sweep(n, snapshots):
-    """The states the forward pass keeps: [(0, slots), (m1, slots), ...], ending at n - 1."""
-    points, a, c = [], 0, snapshots + 1
-    for l in range(1, n + 1):  # fill the table bottom-up: no deep recursion
-        _best(l, c)
+    """The forward pass's splits: ([(a, b, slots), ...], last). It keeps x_a of each
+    part a..b (slots: the states it may hold while reversing it), the parts end to
+    end from 0 to last = n - 1."""
+    parts, a, c = [], 0, snapshots + 1
+    _fill(n, c)
     while n - a > 1:
-        points.append((a, c))
-        a += split(n - a, c)
-        c -= 1
-    return points, a
+        b = a + split(n - a, c)
+        parts.append((a, b, c))
+        a, c = b, c - 1
+    return parts, a
 
 
 def revolve_chain(step, x, n, consts, snapshots):
@@ -87,19 +92,18 @@ def revolve_chain(step, x, n, consts, snapshots):
         return steps_raw(step, x, 0, n, consts)  # nothing to differentiate
     if n <= 1:  # nothing to recompute
         return steps_raw(step, x, 0, n, consts) if n == 0 else step(0, x, consts)
-    points, last = first_sweep(n, snapshots)
+    parts, last = first_sweep(n, snapshots)
     states, state = [], value_of(x)
-    for (a, _), stop in zip(points, [p for p, _ in points[1:]] + [last]):
+    for a, b, _ in parts:
         states.append(state)  # kept for the backward pass
-        state = steps_raw(step, state, a, stop, consts)
+        state = steps_raw(step, state, a, b, consts)
     states.append(state)  # x_{n-1}: the state the last step is reversed from
     out = steps_raw(step, state, last, n, consts)
     del state
     reverser = _Reverser(step, consts, current_ledger(), current_order())
-    parents = (x.node if type(x) is Var else None,) + tuple(v.node if type(v) is Var else None for v in consts.values())
-    vjp = reverser.chain_vjp(points, last, states, x_traced=type(x) is Var)
-    vjps = [None if p is None else functools.partial(vjp, i) for i, p in enumerate(parents)]
-    return Var(out, Node("revolve_chain", parents, vjps, out.shape, out.dtype))
+    parents = [x.node if type(x) is Var else None] + [v.node if type(v) is Var else None for v in consts.values()]
+    backprop = functools.partial(reverser.reverse_chain, parts, last, states, type(x) is Var)
+    return one_node("revolve_chain", parents, backprop, out)
 
 
 class _Reverser:
@@ -111,25 +115,16 @@ class _Reverser:
         self.raw_consts = {k: value_of(v) for k, v in consts.items()}
         self.traced_consts = [k for k, v in consts.items() if type(v) is Var]
         self.const_grads = {}  # one buffer per const, accumulated in place
-        self.cotangents = None
         self.g = None
 
-    def chain_vjp(self, points, last, states, x_traced):
-        def vjp(i, g):  # i: 0 for x, 1 + k for the k-th const
-            if self.cotangents is None:
-                self.cotangents = self.reverse_chain(points, last, states, x_traced, g)
-            return self.cotangents.pop(i)
-
-        return vjp
-
-    def reverse_chain(self, points, last, states, x_traced, g):
-        """The last step from x_{n-1}, then the left part of every split of the first
-        sweep, last first: each from its kept state, which goes once it is done."""
+    def reverse_chain(self, parts, last, states, x_traced, g):
+        """The cotangents {0: x's, 1 + k: the k-th const's}: the last step from x_{n-1},
+        then every part of the first sweep, last first, each from its kept state,
+        which goes once it is done."""
         self.g = g  # the cotangent being carried back (an attribute: no frame keeps an old one)
         del g
         self.taped_step(last, states.pop())
-        stops = [p for p, _ in points[1:]] + [last]
-        for (a, c), b in reversed(list(zip(points, stops))):
+        for a, b, c in reversed(parts):
             self.reverse(a, b, c, states.pop(), need_x=x_traced or a > 0)
         out = {0: self.g}
         self.g = None

@@ -49,6 +49,8 @@ class _Chain:
     def __init__(self, X, C):
         self.X, self.C, self.t = X, C, _Tally()
         self.acc = False  # whether the outer const gradient exists yet
+        self.chain_acc = False  # revolve: whether the chain's own const gradient exists yet
+        self.seed_is_ours = False  # revolve: whether the carried cotangent is the pass's own
 
     # -- pieces --------------------------------------------------------------------------
     def raw_steps(self, count, keep_input=True):
@@ -102,18 +104,16 @@ class _Chain:
             self.accumulate_outer()
 
     def revolve(self, n, snapshots):
-        from harness.engine.remat_revolve import first_sweep, split
+        from harness.engine.remat_revolve import first_sweep
 
         X, t = self.X, self.t
-        points, last = first_sweep(n, snapshots)
-        stops = [p for p, _ in points[1:]] + [last]
-        for (a, _), b in zip(points, stops):
+        parts, last = first_sweep(n, snapshots)
+        for a, b, _ in parts:
             self.raw_steps(b - a, keep_input=True)  # x_b is kept: a split point or x_{n-1}
         t(X)  # x_n from x_{n-1}
         t(-X)  # sum keeps only the shape
-        self.seed_is_ours = False
         self.taped(frees_input=True)  # the last step, from x_{n-1}, which goes with it
-        for (a, c), b in reversed(list(zip(points, stops))):
+        for a, b, c in reversed(parts):
             self.reverse(a, b, c, need_x=a > 0)
             if a > 0:
                 t(-X)  # x_a, held by the loop until its part is reversed
@@ -144,6 +144,6 @@ class _Chain:
         if self.seed_is_ours:
             t(-X)
         self.seed_is_ours = True
-        if getattr(self, "chain_acc", False):
+        if self.chain_acc:
             t(-C)
         self.chain_acc = True

@@ -210,13 +210,13 @@ def apply(prim, args, params):
 
 
 def make_node(prim, values, params, parents, out):
-    """The node of one call: a VJP closure per traced operand, made now (so each saves
-    what its rule needs)."""
-    vjps = [
-        None if parent is None else prim.make_vjp(i, out, *values, **params)
-        for i, parent in enumerate(parents)
-    ]
-    return Node(prim.name, parents, vjps, out.shape, out.dtype)
+    """The node of one call, with its VJP closures made now."""
+    return Node(prim.name, parents, make_vjps(prim, values, params, parents, out), out.shape, out.dtype)
+
+
+def make_vjps(prim, values, params, parents, out):
+    """A VJP closure per traced operand (None for the others); each saves what its rule needs."""
+    return [None if parent is None else prim.make_vjp(i, out, *values, **params) for i, parent in enumerate(parents)]
 
 
 def run_forward(prim, values, params, n=None):

@@ -132,8 +132,9 @@ def test_more_snapshots_never_cost_more_steps_and_the_dp_is_griewanks_closed_for
     # one snapshot slot (the input only): every state from the start, n(n-1)/2 steps
     assert min_recomputations(10, 0) == 45
     # the first sweep keeps one state per slot at most and ends next to the last step
-    points, last = first_sweep(64, 3)
-    assert last == 63 and len(points) <= 4 and [p for p, _ in points] == sorted(p for p, _ in points)
+    parts, last = first_sweep(64, 3)
+    assert last == 63 and len(parts) <= 4
+    assert [b for _, b, _ in parts[:-1]] == [a for a, _, _ in parts[1:]] and parts[-1][1] == last
 
 
 # ---- articulation -------------------------------------------------------------------------
