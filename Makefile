@@ -7,6 +7,8 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# wheels the Python 3.12/3.13 install test installs offline (tools/python_wheelhouse.sh)
+WHEELS := $(VENV)/wheelhouse
 OUT    ?= out
 
 .PHONY: run test setup
@@ -24,8 +26,12 @@ run: $(STAMP)
 	$(PY) -m harness run --size small --out $(OUT)/cpu-small.jsonl
 	$(PY) -m harness report $(OUT)/cpu-small.jsonl --out $(OUT)/report
 
+$(WHEELS)/.filled: $(STAMP)
+	bash tools/python_wheelhouse.sh $(WHEELS)
+	touch $@
+
 # The report's browser test needs Chromium (Debian's package; installed when missing).
 # PyTensor's compile cache is pinned so every test process shares one cache.
-test: $(STAMP)
+test: $(STAMP) $(WHEELS)/.filled
 	bash tools/ensure_chromium.sh
 	PYTENSOR_FLAGS=base_compiledir=$$HOME/.cache/gradmem/pytensor $(PY) -m pytest

@@ -55,7 +55,7 @@ NATIVE_POLICIES = {"native": None, "native:dots_saveable": "dots_with_no_batch_d
 class JaxAdapter(Adapter):
     name = "jax"
     module = "jax"
-    distributions = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt")
+    distributions = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "jax-cuda13-plugin", "jax-cuda13-pjrt")
     modes = ("eager", "compiled")
     compiled_as = "jax.jit(jax.value_and_grad(loss))"
     remats = ("none", *NATIVE_POLICIES)
@@ -90,6 +90,7 @@ class JaxAdapter(Adapter):
             {
                 "jax_enable_x64": True,
                 "jax_default_device": str(jax_device),
+                "device_kind": jax_device.device_kind,  # the GPU model on cuda
                 **{key: os.environ.get(key) for key in self.environment},
                 "remat": remat_lib.format_remat(strategy, variant),
             }

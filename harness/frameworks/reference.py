@@ -31,7 +31,7 @@ from harness.frameworks.base import Adapter, Unavailable
 class ReferenceAdapter(Adapter):
     name = "reference"
     module = "numpy"  # the engine is part of gradmem; it needs NumPy only
-    distributions = ("gradmem", "numpy", "cupy", "cupy-cuda12x", "cupy-cuda11x")
+    distributions = ("gradmem", "numpy", "cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x")
     modes = ("eager",)
     compiled_as = ""
     # native = the engine's own checkpoint on the marked segments (what sqrt does too);

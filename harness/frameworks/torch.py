@@ -83,6 +83,7 @@ class TorchAdapter(Adapter):
             reason = _cuda_unavailable_reason(torch)
             if reason:
                 raise Unavailable(reason)
+            self._settings.update(_cuda_settings(torch))
         if mode == "compiled":
             import torch._inductor.config as inductor_config
 
@@ -269,6 +270,16 @@ def _cuda_unavailable_reason(torch):
     if not torch.cuda.is_available():
         return "torch is a CUDA build, but no CUDA GPU is visible (torch.cuda.is_available() is False)"
     return ""
+
+
+def _cuda_settings(torch):
+    """The CUDA build and device a cuda cell ran on, for the record's provenance (a GPU
+    host's torch is its own build: '2.11.0+cu130' says less than these)."""
+    return {
+        "torch.version.cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "gpu": torch.cuda.get_device_name(torch.cuda.current_device()),
+    }
 
 
 def _nvidia_device_nodes():

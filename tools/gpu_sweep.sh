@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The CUDA comparison on a machine with an NVIDIA GPU, run with the frameworks that
+# machine already has (its own CUDA builds of torch, JAX, CuPy, ...):
+#
+#   tools/gpu_sweep.sh [OUT_DIR]          # default out/gpu
+#
+# 1. installs gradmem, without its dependencies, into a directory of its own
+#    (GRADMEM_HOST_SITE, default build/host-site) with the host's Python ($PYTHON,
+#    default python3, 3.11 or newer). Nothing is installed into, upgraded in or removed
+#    from the host's environment: its frameworks are what runs, and each record carries
+#    their exact versions (and torch's CUDA/cuDNN build, JAX's device kind);
+# 2. runs the CUDA sweep: all 6 workloads x every framework, eager and compiled, sizes
+#    small then paper -> OUT_DIR/cuda.jsonl (a framework the host lacks, TensorFlow on
+#    most GPU images, is an `unavailable` record with the reason; a cell that fails is a
+#    record with its status, and the sweep goes on);
+# 3. writes the comparison page OUT_DIR/report/index.html (opens from disk).
+#
+# GRADMEM_GPU_SWEEP_ARGS replaces the sweep's selection (default
+# "--size small,paper --mode eager,compiled"), e.g. "--size small --framework torch".
+# Without an NVIDIA GPU it stops with exit 2 (GRADMEM_ALLOW_NO_GPU=1 runs anyway: every
+# cell is then `unavailable`, which is how the tests exercise this script on CPU hosts).
+# docs/gpu.md says what the figures mean and how to add them to the asv history.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-out/gpu}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+python=${PYTHON:-python3}
+site=${GRADMEM_HOST_SITE:-$repo/build/host-site}
+selection=${GRADMEM_GPU_SWEEP_ARGS:---size small,paper --mode eager,compiled}
+
+die() { echo "gpu_sweep: $*" >&2; exit 2; }
+
+command -v "$python" >/dev/null 2>&1 || die "no Python at '$python' (set PYTHON=/path/to/python3)"
+# an absolute path (not resolved: a venv's python is a link that must stay one), since
+# the commands below run from OUT_DIR
+[[ $python == */* ]] && python="$(cd "$(dirname "$python")" && pwd)/$(basename "$python")"
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+    || die "$("$python" -V 2>&1) is too old: gradmem needs Python 3.11 or newer"
+"$python" -c 'import numpy' 2>/dev/null \
+    || die "the host Python ($python) has no NumPy, which gradmem needs: $python -m pip install numpy"
+if [[ -z ${GRADMEM_ALLOW_NO_GPU:-} ]] && ! compgen -G '/dev/nvidia[0-9]*' >/dev/null \
+    && ! compgen -G '/proc/driver/nvidia/gpus/*' >/dev/null; then
+    die "no NVIDIA GPU here (no /dev/nvidia* device node): this script measures CUDA cells; for CPU figures run 'make run'"
+fi
+
+# gradmem alone, as a real install (its own wheel build), into its own directory.
+# --no-build-isolation first: a GPU host is often offline and has setuptools; else
+# pip builds in isolation, which needs the package index.
+rm -rf "$site"
+install=("$python" -m pip install --quiet --no-deps --no-warn-script-location --target "$site")
+if ! "${install[@]}" --no-build-isolation "$repo" 2>"$out/install.log"; then
+    "${install[@]}" "$repo" 2>>"$out/install.log" \
+        || die "installing gradmem into $site failed (see $out/install.log; it needs setuptools>=68 or the package index)"
+fi
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+
+# Run from OUT_DIR, so the installed copy is the one imported (not the checkout's).
+cd "$out"
+# shellcheck disable=SC2086  # the selection is a list of options
+"$python" -m harness run --device cuda --workload all --framework all $selection --out "$out/cuda.jsonl"
+"$python" -m harness report "$out/cuda.jsonl" --out "$out/report" --title "gradmem CUDA comparison"
+echo "records: $out/cuda.jsonl; page: $out/report/index.html"
