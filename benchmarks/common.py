@@ -28,6 +28,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -89,12 +90,22 @@ def sweep_command(out_path):
 
 
 def read_records(path):
+    """The records of a JSONL result file. A damaged line (cut short, hand-edited, of
+    another schema) is named on stderr with its file and line and skipped, where the
+    harness under test can tell (harness.results.scan_records); older commits read as
+    they could."""
     try:
-        from harness.results import read_records
-    except ImportError:  # an old commit without harness.results: the JSONL is the contract
-        with open(path, encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle if line.strip()]
-    return read_records(path)
+        from harness.results import scan_records, warn_damaged
+    except ImportError:
+        try:
+            from harness.results import read_records as strict
+        except ImportError:  # an old commit without harness.results: the JSONL is the contract
+            with open(path, encoding="utf-8") as handle:
+                return [json.loads(line) for line in handle if line.strip()]
+        return strict(path)
+    records, damaged = scan_records(path)
+    warn_damaged(damaged)
+    return records
 
 
 def index(records):
@@ -122,16 +133,78 @@ def sweep():
     given = os.environ.get("GRADMEM_ASV_RECORDS")
     if given:
         return index(read_records(given))
-    with tempfile.TemporaryDirectory(prefix="gradmem-asv-") as tmp:
+    tmp = tempfile.mkdtemp(prefix="gradmem-asv-")
+    try:
         out = os.path.join(tmp, "sweep.jsonl")
-        done = subprocess.run(sweep_command(out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        returncode, output = run_sweep(sweep_command(out))
         # Cells that fail are records with a status; a failing sweep is a broken harness.
-        if done.returncode != 0 or not os.path.exists(out):
-            raise RuntimeError(f"harness sweep failed ({done.returncode}):\n{done.stdout[-4000:]}")
+        if returncode != 0 or not os.path.exists(out):
+            raise RuntimeError(f"harness sweep failed ({returncode}):\n{output[-4000:]}")
         keep = os.environ.get("GRADMEM_ASV_KEEP")
         if keep:
             shutil.copyfile(out, keep)
         return index(read_records(out))
+    except Stopped as stop:
+        shutil.rmtree(tmp, ignore_errors=True)
+        signal.signal(stop.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), stop.signum)  # die of it, as asv expects of a killed benchmark
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---- a sweep that ends with this process ---------------------------------------------
+# asv's timeout sends SIGTERM to this process's group (the sweep is in it too) and
+# SIGKILL a second later. The sweep then kills its workers and removes its own
+# temporary directory (harness/measure/interrupts.py); this process waits for it,
+# removes the records' directory and dies of the same signal. If this process is
+# SIGKILLed first, the kernel sends the sweep SIGTERM (PR_SET_PDEATHSIG).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+STOP_WAIT_S = 0.8  # asv's SIGKILL follows its SIGTERM after 1 s
+
+
+class Stopped(BaseException):
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stopped(signum, frame):
+    raise Stopped(signum)
+
+
+def run_sweep(command):
+    """(exit code, output) of the sweep `command`; Stopped if a signal came meanwhile."""
+    parent = os.getpid()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: _end_with(parent))
+    previous = {signum: signal.signal(signum, _stopped) for signum in STOP_SIGNALS}
+    try:
+        output, _ = proc.communicate()
+        return proc.returncode, output
+    except Stopped as stop:
+        proc.send_signal(stop.signum)  # if only this process was told
+        try:
+            proc.wait(timeout=STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _end_with(parent):
+    """In the sweep's process before exec: SIGTERM when its parent dies (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 sweep.timeout = SWEEP_TIMEOUT_S

@@ -18,7 +18,10 @@ added, never renamed (bump SCHEMA for anything incompatible). Flat at top level:
   threads, seed, start time, and how each figure was taken.
 
 Files are only ever changed by `append_record`, which replaces the whole file
-atomically (see there), so a reader or a killed sweep never sees half a record.
+atomically under a lock (see there), so a reader or a killed sweep never sees half a
+record and two sweeps never lose each other's. Readers of files that may have been
+damaged elsewhere (a hand edit, a bad copy) use `scan_records`: each bad line is named
+with its file and line and skipped (docs/faults.md).
 """
 
 import contextlib
@@ -26,7 +29,9 @@ import fcntl
 import json
 import math
 import os
+import sys
 import tempfile
+from typing import NamedTuple
 
 SCHEMA = 1
 CELL_KEYS = ("workload", "size", "dtype", "framework", "mode", "device")
@@ -82,12 +87,24 @@ def new_record(cell, status, message="", provenance=None, **metrics):
     return record
 
 
+def schema_mismatch(found):
+    """Why a record of schema `found` cannot be read here, naming both schemas."""
+    if found is None:
+        return f"record has no 'schema' key; this gradmem reads schema {SCHEMA} records"
+    text = f"record of schema {found!r}, but this gradmem reads schema {SCHEMA}"
+    if isinstance(found, int) and not isinstance(found, bool):
+        if found > SCHEMA:
+            return f"{text}: it was written by a newer gradmem (update this checkout to read it)"
+        return f"{text}: it was written by an older gradmem (re-run its cells to measure them with this one)"
+    return text
+
+
 def validate(record):
     """Raise SchemaError unless `record` follows schema 1; return it."""
     if not isinstance(record, dict):
         raise SchemaError(f"a record is a JSON object, got {type(record).__name__}")
     if record.get("schema") != SCHEMA:
-        raise SchemaError(f"schema {record.get('schema')!r}, expected {SCHEMA}")
+        raise SchemaError(schema_mismatch(record.get("schema")))
     for key in CELL_KEYS + ("status", "message", "provenance"):
         if key not in record:
             raise SchemaError(f"record lacks {key!r}")
@@ -216,17 +233,98 @@ def write_json_atomic(path, payload):
 
 
 def read_records(path):
-    """Every record of the JSONL file at `path`, in file order."""
-    records = []
+    """Every record of the JSONL file at `path`, in file order; RecordFileError at the
+    first line that is not JSON (strict: for files a test just wrote). Readers of files
+    that may be damaged use `scan_records`."""
+    records, damaged = scan_records(path, check=False)
+    if damaged:
+        raise RecordFileError(str(damaged[0]))
+    return records
+
+
+class Damaged(NamedTuple):
+    """A line of a result file that is not a valid record."""
+
+    path: str
+    line: int
+    reason: str
+
+    def __str__(self):
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+def scan_records(path, check=True):
+    """(records, damaged): the records of the JSONL file at `path` in file order, and a
+    Damaged (file, line, why) for each line that is not one: not JSON (a truncated write,
+    a hand edit), not an object, or (with `check`) not following this schema
+    (`validate`: another schema's record is named as such). A damaged line never hides
+    the others. RecordFileError only when the file cannot be read at all."""
+    records, damaged = [], []
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
                 try:
-                    records.append(json.loads(line))
+                    record = json.loads(line)
                 except json.JSONDecodeError as err:
-                    raise RecordFileError(f"{path}:{number}: not a JSON record ({err.msg})") from None
+                    damaged.append(Damaged(path, number, f"not a JSON record ({err.msg}, column {err.colno})"))
+                    continue
+                try:
+                    if check:
+                        validate(record)
+                    elif not isinstance(record, dict):
+                        raise SchemaError(f"a record is a JSON object, got {type(record).__name__}")
+                except SchemaError as err:
+                    damaged.append(Damaged(path, number, str(err)))
+                    continue
+                records.append(record)
     except FileNotFoundError:
         raise RecordFileError(f"{path}: no such result file") from None
-    return records
+    except (IsADirectoryError, PermissionError) as err:
+        raise RecordFileError(f"{path}: cannot read it ({err.strerror})") from None
+    return records, damaged
+
+
+def warn_damaged(damaged, stream=None):
+    """Say on stderr which lines were skipped and why, one per line."""
+    stream = stream or sys.stderr
+    for item in damaged:
+        print(f"warning: {item} (line skipped)", file=stream)
+    if damaged:
+        files = len({item.path for item in damaged})
+        print(f"warning: {len(damaged)} damaged line(s) in {files} file(s) skipped; every other record is used",
+              file=stream)
+        stream.flush()
+
+
+def check_appendable(path):
+    """Raise RecordFileError now, before anything is measured, when records could not
+    be appended to `path`: its directory cannot be made or written, or the file does not
+    end with a newline (its last line is cut: not a file this harness wrote whole)."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as err:
+        raise RecordFileError(f"{path}: cannot make its directory ({err.strerror})") from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise RecordFileError(f"{path}: its directory {directory} is not writable")
+    if os.path.isdir(path):
+        raise RecordFileError(f"{path}: is a directory, not a result file")
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() == 0:
+                return
+            handle.seek(-1, os.SEEK_END)
+            last = handle.read(1)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise RecordFileError(f"{path}: cannot read it ({err.strerror})") from None
+    if last != b"\n":
+        raise RecordFileError(
+            f"{path}: does not end with a newline (its last line is cut: a hand edit, or not a file "
+            f"this harness wrote); repair it or choose another --out"
+        )

@@ -93,8 +93,11 @@ def benchmark_units(results_dir):
     path = os.path.join(results_dir, "benchmarks.json")
     if not os.path.exists(path):
         raise GateError(f"{path} is missing: run asv once to record the suite")
-    with open(path, encoding="utf-8") as handle:
-        suite = json.load(handle)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            suite = json.load(handle)
+    except ValueError as err:  # asv skips damaged result files itself, naming them
+        raise GateError(f"{path}: not valid JSON ({err}); rewrite it with `asv run --bench just-discover`") from None
     return {name: info for name, info in suite.items() if isinstance(info, dict) and "unit" in info}
 
 

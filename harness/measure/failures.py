@@ -4,9 +4,10 @@ Out of memory looks different in every framework: Python's MemoryError (NumPy's
 ``_ArrayMemoryError`` is one), C++'s ``std::bad_alloc`` (an abort, no traceback),
 torch's "DefaultCPUAllocator: can't allocate memory", XLA's ``RESOURCE_EXHAUSTED``,
 TF's "OOM when allocating", a shared library that cannot be mapped, or a thread whose
-stack cannot be mapped under an address-space limit. All of them are "oom"; a worker
-the kernel killed with SIGKILL that the parent did not kill is "oom" too (the OOM
-killer's signature).
+stack cannot be mapped under an address-space limit. All of them are "oom". A worker
+killed by a SIGKILL the parent did not send is "oom" when the kernel's OOM-kill count
+(/proc/vmstat oom_kill) rose while it ran, else "error" naming the signal (someone
+else killed it); where the count cannot be read, "oom" with a question mark.
 """
 
 import signal
@@ -54,17 +55,45 @@ def from_exception(err, last_mark=None, memory_limited=False):
     return {"status": "error", "message": f"{_short(head)}{where(last_mark)}\n{text[-TAIL_CHARS:]}"}
 
 
-def from_death(returncode, stderr_tail, last_mark=None, memory_limited=False):
-    """The status of a worker that ended without writing a result."""
+def oom_kills():
+    """How many processes the kernel's OOM killer has killed since boot (memory
+    cgroups' kills included), or None where /proc/vmstat does not say."""
+    try:
+        with open("/proc/vmstat", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def from_death(returncode, stderr_tail, last_mark=None, memory_limited=False, oom_killed=None):
+    """The status of a worker that ended without writing a result. `oom_killed`: whether
+    the kernel's OOM-kill count rose while it ran (None: unknown)."""
     tail = (stderr_tail or "").strip()[-TAIL_CHARS:]
     if returncode is not None and returncode < 0:
         name = _signal_name(-returncode)
         if -returncode == signal.SIGKILL:
-            return "oom", f"worker killed by SIGKILL (the kernel's OOM killer?){where(last_mark)}\n{tail}".rstrip()
+            return _sigkilled(oom_killed, where(last_mark), tail)
         status = "oom" if looks_like_oom(tail, memory_limited) else "error"
         return status, f"worker died of {name}{where(last_mark)}\n{tail}".rstrip()
     status = "oom" if looks_like_oom(tail, memory_limited) else "error"
     return status, f"worker exited with code {returncode} without a result{where(last_mark)}\n{tail}".rstrip()
+
+
+def _sigkilled(oom_killed, place, tail):
+    """A SIGKILL the parent did not send (it sends one only on timeout)."""
+    if oom_killed is None:
+        status, why = "oom", "the kernel's OOM killer? (/proc/vmstat has no oom_kill count to tell)"
+    elif oom_killed:
+        status, why = "oom", "the kernel's OOM killer: its kill count rose while the worker ran"
+    else:
+        status, why = "error", (
+            "from outside, not the kernel's OOM killer (its kill count did not change): "
+            "a person, a scheduler, or a userspace OOM killer such as systemd-oomd or earlyoom"
+        )
+    return status, f"worker killed by SIGKILL, {why}{place}\n{tail}".rstrip()
 
 
 def _signal_name(number):

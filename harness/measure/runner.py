@@ -3,8 +3,9 @@
 The worker is ``python -m harness.measure.worker JOB RESULT`` in a new session (its
 own process group), with the environment it needs set before it starts. The parent
 never imports a framework; it only waits, samples the worker's RSS for the timeline,
-and kills the whole group on timeout or Ctrl-C, so compiler subprocesses (Inductor,
-PyTensor's g++) die with it.
+and kills the whole group on timeout or when the command is told to stop (Ctrl-C,
+SIGTERM, SIGHUP: interrupts.py), so compiler subprocesses (Inductor, PyTensor's g++)
+die with it.
 
 Waiting uses ``waitid(WNOWAIT)``: the exited worker stays a zombie until its group has
 been cleaned up, so its PID (= the group's id) cannot be reused by an unrelated
@@ -19,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from harness.measure import failures
+from harness.measure import failures, interrupts
 from harness.measure.marks import read_marks
 from harness.measure.timeline import RssSampler
 
@@ -43,33 +44,38 @@ class Outcome:
 
 def run_worker(job, env, workdir, name, timeout_s=None, sample_rss=False):
     """Run one worker job (a dict) to completion; an Outcome, never an exception
-    (except KeyboardInterrupt, after the worker's group has been killed)."""
+    (except KeyboardInterrupt and interrupts.Interrupted, after the worker's group has
+    been killed)."""
     paths = {kind: os.path.join(workdir, f"{name}.{kind}") for kind in ("job", "result", "marks", "log")}
     job = dict(job, marks_path=paths["marks"])
     with open(paths["job"], "w", encoding="utf-8") as handle:
         json.dump(job, handle)
     started = time.monotonic()
-    with open(paths["log"], "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.measure.worker", paths["job"], paths["result"]],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    sampler = RssSampler(proc.pid).start() if sample_rss else None
-    timed_out = False
+    oom_kills_before = failures.oom_kills()
+    proc = sampler = None
     try:
+        # Registered before a signal can cut in: the handler kills every registered
+        # group (interrupts.py), and a worker it does not know of would run on.
+        with interrupts.deferred(), open(paths["log"], "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "harness.measure.worker", paths["job"], paths["result"]],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            interrupts.started(proc.pid)
+        sampler = RssSampler(proc.pid).start() if sample_rss else None
         timed_out = not _wait_exited(proc.pid, timeout_s)
-    except BaseException:
-        _kill_group(proc)
-        raise
     finally:
         if sampler is not None:
             sampler.stop()
-        _kill_group(proc)  # the worker (if hung) and anything it left running
-        proc.wait()
+        if proc is not None:
+            _kill_group(proc)  # the worker (if hung) and anything it left running
+            interrupts.ended(proc.pid)  # before reaping: see interrupts.started
+            proc.wait()
+    interrupts.raise_if_stopping()  # killed by a signal's handler: not a failed cell
     wall_s = time.monotonic() - started
     marks = read_marks(paths["marks"])
     last = marks[-1][1] if marks else None
@@ -84,7 +90,9 @@ def run_worker(job, env, workdir, name, timeout_s=None, sample_rss=False):
         if result["status"] == "error":
             message = f"{message}\n--- worker output (tail) ---\n{_tail(paths['log'])}".rstrip()
         return Outcome(result["status"], message, result, marks, sampler, wall_s)
-    status, message = failures.from_death(proc.returncode, _tail(paths["log"]), last, limited)
+    oom_kills_after = failures.oom_kills()
+    oom_killed = None if None in (oom_kills_before, oom_kills_after) else oom_kills_after > oom_kills_before
+    status, message = failures.from_death(proc.returncode, _tail(paths["log"]), last, limited, oom_killed)
     return Outcome(status, message, {}, marks, sampler, wall_s)
 
 

@@ -12,17 +12,23 @@ same options (benchmarks/common.py uses them).
 Each finished cell's record is appended to --out at once, atomically (an existing
 file is kept and appended to; the report lets the newest record of a cell win). A
 cell that fails is a record with its status ("oom", "timeout", "error",
-"unavailable"); the sweep goes on and exits 0. Ctrl-C stops it, keeping every finished
-record, and exits 130. The table of this sweep's cells is printed at the end.
+"unavailable"); the sweep goes on and exits 0. SIGTERM, SIGHUP or Ctrl-C stop it: the
+running workers are killed, every finished record is kept, the temporary directory is
+removed, and the exit code is 128 + the signal (143, 129, 130; interrupts.py).
+`--resume` then measures only the cells without a record (resume.py). A full disk
+stops it with exit 1, naming the file; the records before are intact. The table of
+this sweep's cells (with --resume, of every cell in the file) is printed at the end.
+Every fault and what happens: docs/faults.md.
 """
 
+import errno
 import shutil
 import sys
 import tempfile
 import time
 
 from harness import choices, frameworks, results, workloads
-from harness.measure import cells, table
+from harness.measure import cells, interrupts, resume, table
 from harness.measure.cell import CellRunner, Options
 
 UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -51,6 +57,11 @@ def add_arguments(parser):
     parser.add_argument("--memory-limit", default=None, help="address-space limit per worker, bytes (suffix K/M/G allowed)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every workload's inputs (default 0)")
     parser.add_argument("--out", required=True, help="JSONL file the records are appended to")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip the cells whose records are already in --out (run a killed sweep again with its own arguments)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress line and no table")
 
 
@@ -131,6 +142,14 @@ class Progress:
 
 def main(args):
     todo = plan(args)
+    with interrupts.handling():
+        try:
+            return _run(todo, args)
+        except KeyboardInterrupt as stop:  # a signal after the cells' loop (the table)
+            return getattr(stop, "exit_code", 130)
+
+
+def _run(todo, args):
     options = Options(
         seed=args.seed,
         warmup=args.warmup,
@@ -138,32 +157,96 @@ def main(args):
         timeout_s=args.timeout,
         memory_limit=parse_bytes(args.memory_limit),
     )
-    workdir = tempfile.mkdtemp(prefix="gradmem-sweep-")
-    runner = CellRunner(workdir, options)
+    try:
+        results.check_appendable(args.out)  # before an hour of measuring, not after
+    except results.RecordFileError as err:
+        _say(f"error: {err}")
+        return 2
+    kept = []
+    if args.resume:
+        kept, todo = resume.split(args.out, todo, _settings(options))
+        _say(f"resume: {len(kept)} cell(s) already in {args.out}, {len(todo)} to measure", args.quiet)
     progress = Progress(len(todo), args.quiet)
     finished = []
     started = time.monotonic()
+    stop = workdir = writing = None
     try:
+        with interrupts.deferred():  # no signal between making the directory and owning it
+            workdir = writing = tempfile.mkdtemp(prefix="gradmem-sweep-")
+        runner = CellRunner(workdir, options)
         for index, cell in enumerate(todo, 1):
+            writing = workdir  # the workers' job and result files
             record = runner.measure(cell, progress=lambda what: progress.show(index, cell, f"{what} pass"))
-            results.append_record(args.out, record)
-            finished.append(record)
+            writing = args.out
+            with interrupts.deferred():  # a finished cell's record is written whole
+                results.append_record(args.out, record)
+                finished.append(record)
             progress.show(index, cell, record["status"])
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:  # interrupts.Interrupted, or Ctrl-C where not handled
+        stop = err
+    except OSError as err:  # a full disk, a file-size limit, permissions
+        if writing is None or (writing == workdir and err.errno not in FULL_DISK):
+            raise
         progress.done()
-        print(f"interrupted: {len(finished)} finished record(s) kept in {args.out}", file=sys.stderr)
-        _print_table(finished, args)
-        return 130
+        _say(_unwritable(writing, cell, err, len(finished), args.out))
+        return 1
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
     progress.done()
-    _print_table(finished, args)
-    if not args.quiet:
-        print(f"{len(finished)} record(s) appended to {args.out} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    if stop is not None:
+        name = getattr(stop, "signal_name", "SIGINT")
+        _say(f"interrupted by {name}: {len(finished)} finished record(s) kept in {args.out}; "
+             f"workers killed, temporary files removed; rerun with --resume to measure the rest")
+        _print_table(kept + finished, args)
+        return getattr(stop, "exit_code", 130)
+    if args.resume:  # the whole file, so the resumed sweep's table is complete
+        kept, _ = results.scan_records(args.out)
+        _print_table(resume.newest(kept), args)
+    else:
+        _print_table(finished, args)
+    _say(f"{len(finished)} record(s) appended to {args.out} in {time.monotonic() - started:.0f} s", args.quiet)
     return 0
+
+
+def _settings(options):
+    return {
+        "seed": options.seed,
+        "warmup_steps": options.warmup,
+        "time_repeats": options.repeat,
+        "timeout_s": options.timeout_s,
+        "memory_limit_bytes": options.memory_limit,
+    }
+
+
+FULL_DISK = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+def _unwritable(path, cell, err, appended, out):
+    if path == out:
+        what, where = f"to {out}", ""
+    else:
+        what, where = f"the sweep's scratch files in {path}", " in $TMPDIR (or point TMPDIR elsewhere)"
+    return (
+        f"error: cannot write {what}: {err.strerror or err} (errno {err.errno}); the sweep stops. "
+        f"{cells.label(cell)} is not recorded; {out} keeps every record appended before ({appended} from this "
+        f"sweep), whole: it is replaced whole or not at all. Free space{where}, then rerun with --resume."
+    )
+
+
+def _say(text, quiet=False):
+    """A status line on stderr; a closed terminal (SIGHUP) is not an error."""
+    if quiet:
+        return
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def _print_table(records, args):
     if records and not args.quiet:
-        print(table.format_table(records))
-        sys.stdout.flush()
+        try:
+            print(table.format_table(records), flush=True)
+        except OSError:
+            pass

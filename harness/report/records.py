@@ -19,21 +19,19 @@ class RecordError(ValueError):
     """A result file that cannot be read as result records; the message says where."""
 
 
-def load(paths):
-    """All records of the JSONL files at `paths`, in file order, each checked against
-    the schema (harness.results.validate) so a bad file fails here with its place."""
-    records = []
+def load(paths, stream=None):
+    """All valid records of the JSONL files at `paths`, in file order. A line that is not
+    a record of this schema (harness.results.validate) is named on stderr with its file
+    and line and skipped; a file that cannot be read at all is a RecordError."""
+    records, damaged = [], []
     for path in paths:
         try:
-            loaded = results.read_records(path)
+            loaded, bad = results.scan_records(path)
         except results.RecordFileError as err:
             raise RecordError(str(err)) from None
-        for number, record in enumerate(loaded, 1):
-            try:
-                results.validate(record)
-            except results.SchemaError as err:
-                raise RecordError(f"{path}: record {number}: {err}") from None
         records.extend(loaded)
+        damaged.extend(bad)
+    results.warn_damaged(damaged, stream)
     return records
 
 

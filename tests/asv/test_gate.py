@@ -129,3 +129,28 @@ def test_missing_results_and_bad_kinds_are_errors(store):
     assert code == 2 and "no results" in out
     code, out = gate(store, "--kinds", "latency")
     assert code == 2 and "valid kinds: memory, time" in out
+
+
+def test_a_damaged_result_file_is_named_and_skipped(store):
+    # c2's file is cut short (a killed copy, a hand edit): asv names it with its line
+    # and skips it, so c4 is judged against c1, the nearest ancestor with readable results.
+    damaged = plant(store, 2, {})
+    damaged.write_text(damaged.read_text()[:300])
+    plant(store, 4, {(PEAK, CELL): 1.10})
+    for stale in store["file"].parent.glob(f"{store['commits'][3][:8]}-*.json"):
+        stale.unlink()
+    code, out = gate(store, "--head", store["commits"][4])
+    assert code == 1, out
+    assert f"gate: {store['commits'][1][:8]} -> {store['commits'][4][:8]}" in out
+    assert f"Error parsing JSON in file '{damaged}'" in out and "line 1 column" in out
+    code, out = gate(store, "--base", store["commits"][1], "--head", store["commits"][2])
+    assert code == 2 and str(damaged) in out and "no results for" in out  # nothing to judge
+
+    suite = store["tmp"] / "results" / "benchmarks.json"
+    whole = suite.read_text()
+    try:
+        suite.write_text(whole[:100])
+        code, out = gate(store, "--base", store["commits"][1], "--head", store["commits"][4])
+        assert code == 2 and f"{suite}: not valid JSON" in out and "line 3 column" in out
+    finally:
+        suite.write_text(whole)

@@ -1,0 +1,67 @@
+"""`harness run --resume`: the planned cells whose records are already in --out.
+
+A killed sweep keeps every finished record (each is appended atomically), so running
+it again with the same arguments and --resume measures only the cells without one. A
+cell is its CELL_KEYS plus its variant (optimizer, remat, order); a record of any
+status counts as done (re-running a failed cell is a new sweep, not a resume). Records
+measured with other settings (seed, --warmup, --repeat, --timeout, --memory-limit)
+are refused rather than mixed into one table; damaged lines are named and their cells
+run again.
+"""
+
+from harness import choices, results
+
+#: provenance key -> the option that sets it
+SETTINGS = {
+    "seed": "--seed",
+    "warmup_steps": "--warmup",
+    "time_repeats": "--repeat",
+    "timeout_s": "--timeout",
+    "memory_limit_bytes": "--memory-limit",
+}
+
+
+def key(cell):
+    """What makes two cells (or a cell and a record) the same measurement."""
+    return tuple(cell.get(k) for k in results.CELL_KEYS) + (
+        cell.get("optimizer"),
+        cell.get("remat") or "none",
+        cell.get("order"),
+    )
+
+
+def newest(records):
+    """The newest record of each cell, in the order the cells first appear."""
+    latest = {}
+    for record in records:
+        latest.pop(key(record), None)
+        latest[key(record)] = record
+    return list(latest.values())
+
+
+def split(path, todo, settings):
+    """(kept, remaining): the newest record in `path` of each planned cell, and the
+    cells of `todo` without one. `settings` maps SETTINGS keys to this run's values;
+    a kept record measured with others is a ChoiceError naming the option."""
+    try:
+        records, damaged = results.scan_records(path)
+    except results.RecordFileError:
+        return [], list(todo)  # nothing to resume from: run everything
+    results.warn_damaged(damaged)
+    planned = {key(cell) for cell in todo}
+    kept = [r for r in newest(records) if key(r) in planned]
+    for record in kept:
+        _check_settings(path, record, settings)
+    done = {key(r) for r in kept}
+    return kept, [cell for cell in todo if key(cell) not in done]
+
+
+def _check_settings(path, record, settings):
+    measured = record.get("provenance") or {}
+    for name, option in SETTINGS.items():
+        if name in measured and name in settings and measured[name] != settings[name]:
+            cell = " ".join(str(record.get(k)) for k in results.CELL_KEYS)
+            raise choices.ChoiceError(
+                f"--resume: {path} holds {cell} measured with {option} {measured[name]}, this run asks for "
+                f"{option} {settings[name]}; resume with the sweep's own arguments, or write to another --out"
+            )

@@ -1,0 +1,43 @@
+"""A worker killed from outside with SIGKILL (as the kernel's OOM killer, a person or
+a scheduler does) is a record naming the signal, and the sweep goes on."""
+
+import os
+import signal
+
+from harness.measure import failures
+
+from fault_helpers import Sweep, lines, wait_for
+
+
+def test_a_sigkilled_worker_is_recorded_with_the_signal_and_the_sweep_goes_on(tmp_path):
+    # The eager cell's memory worker hangs (planted) until the test kills it; the
+    # compiled cell after it is ruled out at once.
+    before = failures.oom_kills()
+    sweep = Sweep(tmp_path, "--workload", "chained_dot", "--framework", "reference", "--size", "tiny",
+                  "--mode", "eager,compiled", "--timeout", "120", env={"GRADMEM_TEST_PLANT": "hang:forward"})
+    (worker,) = wait_for(lambda: sweep.workers("-memory-"), what="the memory worker")
+    wait_for(lambda: any('"forward"' in p.read_text() for p in sweep.scratch.glob("*/*-memory-*.marks")),
+             what="the worker's forward phase")
+    os.kill(worker, signal.SIGKILL)
+    code, _, stderr = sweep.finish()
+    assert code == 0, stderr
+
+    killed, after = lines(sweep.out)
+    assert after["mode"] == "compiled" and after["status"] == "unavailable"  # the sweep went on
+    assert "killed by SIGKILL" in killed["message"] and "(last mark: forward)" in killed["message"]
+    if before is not None and failures.oom_kills() == before:
+        # no OOM kill on the machine meanwhile: someone else's SIGKILL, said as such
+        assert killed["status"] == "error" and "not the kernel's OOM killer" in killed["message"]
+    else:
+        assert killed["status"] in ("oom", "error")
+    assert sweep.workers() == [] and sweep.leftovers() == []
+
+
+def test_sigkill_status_follows_the_kernels_oom_kill_count():
+    kill = -signal.SIGKILL
+    assert failures.from_death(kill, "", oom_killed=True)[0] == "oom"
+    status, message = failures.from_death(kill, "", oom_killed=False)
+    assert status == "error" and "SIGKILL" in message and "not the kernel's OOM killer" in message
+    status, message = failures.from_death(kill, "", oom_killed=None)  # no /proc/vmstat count
+    assert status == "oom" and "OOM killer?" in message
+    assert failures.from_death(-signal.SIGSEGV, "")[1].startswith("worker died of SIGSEGV")

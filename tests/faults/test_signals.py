@@ -1,0 +1,27 @@
+"""A sweep told to stop (SIGTERM: `timeout`, a cancelled CI job, a scheduler; SIGHUP: a
+closed terminal; SIGINT: Ctrl-C) mid-cell leaves no worker running and no temporary
+file, keeps every finished record, and exits 128 + the signal."""
+
+import signal
+
+import pytest
+
+from fault_helpers import ONE_OF_EACH, Sweep, lines, wait_for
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_mid_cell_kills_the_workers_keeps_the_records_and_cleans_up(tmp_path, signum):
+    # A cell the parent rules out at once (a record before the kill), then one whose
+    # memory pass hangs at its forward phase (planted): the kill lands mid-cell, with a
+    # worker running in a session of its own that the signal itself never reaches.
+    sweep = Sweep(tmp_path, *ONE_OF_EACH, "--timeout", "120", env={"GRADMEM_TEST_PLANT": "hang:forward"})
+    wait_for(lambda: sweep.out.exists() and sweep.workers("-memory-"), what="a record, then the next cell's worker")
+    sweep.proc.send_signal(signum)
+    code, _, stderr = sweep.finish(timeout=30)
+
+    assert code == 128 + signum, stderr
+    assert f"interrupted by {signum.name}" in stderr and "1 finished record(s) kept" in stderr
+    (record,) = lines(sweep.out)  # the finished cell, whole
+    assert record["status"] == "unavailable" and record["mode"] == "compiled"
+    assert sweep.workers() == []  # the hanging worker's group was killed, not orphaned
+    assert sweep.leftovers() == []  # the sweep's temporary directory is gone
