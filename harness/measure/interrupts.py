@@ -21,8 +21,9 @@ ends, so a finished cell's record is written whole and no worker starts unregist
 A worker thread that sees its worker end after a signal raises `Interrupted` too
 (`raise_if_stopping`), so no killed pass is taken for a failed cell.
 
-SIGKILL of the command itself cannot be handled: its workers then run on until they
-finish or hit their timeout, and its temporary directory stays (docs/faults.md).
+SIGKILL of the command itself cannot be handled: its workers die with it (the kernel
+sends them SIGKILL when their parent dies: worker.py, _end_with_parent), but its
+temporary directory stays (docs/faults.md).
 
 `harness run` uses this; later long commands (scale, bisect) call `handling()`, catch
 `Interrupted`, and start workers through runner.run_worker, which registers them.

@@ -47,7 +47,7 @@ def run_worker(job, env, workdir, name, timeout_s=None, sample_rss=False):
     (except KeyboardInterrupt and interrupts.Interrupted, after the worker's group has
     been killed)."""
     paths = {kind: os.path.join(workdir, f"{name}.{kind}") for kind in ("job", "result", "marks", "log")}
-    job = dict(job, marks_path=paths["marks"])
+    job = dict(job, marks_path=paths["marks"], parent_pid=os.getpid())  # worker.py: _end_with_parent
     with open(paths["job"], "w", encoding="utf-8") as handle:
         json.dump(job, handle)
     started = time.monotonic()

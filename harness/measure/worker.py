@@ -26,6 +26,7 @@ by the parent.
 import json
 import os
 import resource
+import signal
 import sys
 import time
 import traceback
@@ -42,6 +43,7 @@ def main(argv=None):
     job_path, result_path = argv
     with open(job_path, encoding="utf-8") as handle:
         job = json.load(handle)
+    _end_with_parent(job.get("parent_pid"))
     _limit_address_space(job.get("memory_limit"))  # first, before any framework import
     marks = Marks(job.get("marks_path"))
     marks.mark("start")
@@ -60,6 +62,24 @@ def main(argv=None):
 
     write_json_atomic(result_path, result)
     return 0
+
+
+def _end_with_parent(parent_pid):
+    """Die (SIGKILL) when the parent dies, even of SIGKILL: a parent killed that way
+    cleans up nothing, and a hung worker would run forever (--timeout is enforced by the
+    parent). Linux's PR_SET_PDEATHSIG; elsewhere, nothing. It fires when the parent's
+    *thread* that started this worker ends: runner.run_worker waits in that thread."""
+    if not parent_pid:
+        return
+    try:
+        import ctypes
+
+        if ctypes.CDLL(None).prctl(1, signal.SIGKILL) != 0:  # PR_SET_PDEATHSIG
+            return
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _limit_address_space(limit):

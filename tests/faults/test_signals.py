@@ -2,6 +2,7 @@
 closed terminal; SIGINT: Ctrl-C) mid-cell leaves no worker running and no temporary
 file, keeps every finished record, and exits 128 + the signal."""
 
+import os
 import signal
 
 import pytest
@@ -25,3 +26,18 @@ def test_a_signal_mid_cell_kills_the_workers_keeps_the_records_and_cleans_up(tmp
     assert record["status"] == "unavailable" and record["mode"] == "compiled"
     assert sweep.workers() == []  # the hanging worker's group was killed, not orphaned
     assert sweep.leftovers() == []  # the sweep's temporary directory is gone
+
+
+def test_a_sigkilled_sweep_takes_its_workers_with_it(tmp_path):
+    # SIGKILL cannot be handled: the kernel kills the worker when its parent dies
+    # (PR_SET_PDEATHSIG); the temporary directory stays (docs/faults.md says so).
+    sweep = Sweep(tmp_path, *ONE_OF_EACH, "--timeout", "120", env={"GRADMEM_TEST_PLANT": "hang:forward"})
+    wait_for(lambda: sweep.out.exists() and sweep.workers("-memory-"), what="a record, then the next cell's worker")
+    sweep.proc.send_signal(signal.SIGKILL)
+    sweep.finish(timeout=30)
+    try:
+        wait_for(lambda: sweep.workers() == [], timeout=5, what="the orphaned worker to die")
+    finally:
+        for pid in sweep.workers():  # a hung orphan must not outlive a failed test
+            os.kill(pid, signal.SIGKILL)
+    assert len(lines(sweep.out)) == 1
