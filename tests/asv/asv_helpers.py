@@ -6,10 +6,14 @@ and a config derived from the project's asv.conf.json with absolute paths, resul
 and site in temporary directories (so the committed results/ are never touched).
 """
 
+import contextlib
+import functools
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -65,11 +69,31 @@ def git(repo, *args):
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def existing_env_name(python=PYTHON):
-    """asv's name for `-E existing:<python>` results (the interpreter path is in it)."""
-    from asv.environment import get_env_name
+def installed_env_name(python=PYTHON):
+    """The name `-E installed:<python>` results get (harness/asv_env.py): versions only."""
+    from harness.asv_env import env_name, installed_versions
 
-    return get_env_name("existing", python, {}, {})
+    found = installed_versions(python, project_config()["matrix"]["req"])
+    return env_name(found["python"], found["versions"])
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def serve(directory):
+    """A static HTTP server for `directory` on 127.0.0.1; yields its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(_QuietHandler, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def result_files(results_dir, machine=MACHINE):

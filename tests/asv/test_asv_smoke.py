@@ -1,5 +1,6 @@
 """The asv smoke run of the test command: `asv check` and `asv run` on the installed
-environment at `tiny` size, `asv publish`, and the comparison page of the same sweep.
+environment (`-E installed:`, harness/asv_env.py) at `tiny` size, `asv publish`, and the
+comparison page of the same sweep.
 
 Real measurements, kept small: two numpy-based frameworks, two workloads, CPU (the
 CUDA cells are swept too and must come back n/a on a machine without a GPU). The
@@ -54,9 +55,9 @@ def smoke(tmp_path_factory):
     env = h.environ(home, GRADMEM_ASV_SIZE="tiny", GRADMEM_ASV_FRAMEWORKS=FRAMEWORKS,
                     GRADMEM_ASV_WORKLOADS=WORKLOADS, GRADMEM_ASV_MODES="eager", GRADMEM_ASV_KEEP=str(kept))
     timings = {}
-    check, timings["asv check"] = h.run(["check", "--config", str(config), "-E", f"existing:{h.PYTHON}"], env, tmp)
+    check, timings["asv check"] = h.run(["check", "--config", str(config), "-E", f"installed:{h.PYTHON}"], env, tmp)
     commit = h.git(h.PROJECT, "rev-parse", "HEAD")
-    run, timings["asv run"] = h.run(["run", "--config", str(config), "-E", f"existing:{h.PYTHON}",
+    run, timings["asv run"] = h.run(["run", "--config", str(config), "-E", f"installed:{h.PYTHON}",
                                      "--machine", h.MACHINE, "--set-commit-hash", commit, "--show-stderr"], env, tmp)
     publish, timings["asv publish"] = h.run(["publish", "--config", str(config)], env, tmp)
     print("\n" + ", ".join(f"{k}: {v:.1f} s" for k, v in timings.items()))
@@ -72,7 +73,7 @@ def test_asv_run_records_results_for_head(smoke):
     run = smoke["run"]
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     [stored] = h.result_files(smoke["tmp"] / "results")
-    assert stored.name == f"{smoke['commit'][:8]}-{h.existing_env_name()}.json"
+    assert stored.name == f"{smoke['commit'][:8]}-{h.installed_env_name()}.json"
     data = json.loads(stored.read_text())
     assert data["commit_hash"] == smoke["commit"]
     assert set(TRACKS) <= set(data["results"])
