@@ -9,17 +9,25 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # wheels the Python 3.12/3.13 install test installs offline (tools/python_wheelhouse.sh)
 WHEELS := $(VENV)/wheelhouse
+# the history site's scripts and styles (tools/asv_site.py vendor)
+ASSETS := $(VENV)/asv-www/.manifest-sha256
 OUT    ?= out
 
 .PHONY: run test setup
 
-setup: $(STAMP)
+setup: $(STAMP) $(ASSETS)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[all,test]'
 	rm -f $(VENV)/.installed-*
+	touch $@
+
+# The history site's scripts and styles (asv's page loads them from CDNs): pinned npm
+# registry tarballs, fetched once with npm (tools/asv_site.py, docs/asv.md).
+$(ASSETS): tools/asv_site_assets.json $(STAMP)
+	$(PY) tools/asv_site.py vendor
 	touch $@
 
 run: $(STAMP)
@@ -30,8 +38,9 @@ $(WHEELS)/.filled: $(STAMP)
 	bash tools/python_wheelhouse.sh $(WHEELS)
 	touch $@
 
-# The report's browser test needs Chromium (Debian's package; installed when missing).
-# PyTensor's compile cache is pinned so every test process shares one cache.
-test: $(STAMP) $(WHEELS)/.filled
+# The report's and the history site's browser tests need Chromium (Debian's package;
+# installed when missing). PyTensor's compile cache is pinned so every test process
+# shares one cache.
+test: $(STAMP) $(WHEELS)/.filled $(ASSETS)
 	bash tools/ensure_chromium.sh
 	PYTENSOR_FLAGS=base_compiledir=$$HOME/.cache/gradmem/pytensor $(PY) -m pytest

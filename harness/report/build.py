@@ -18,6 +18,9 @@ def add_arguments(parser):
                         help="result files from `python -m harness run` (later files win for repeated cells)")
     parser.add_argument("--out", required=True, metavar="DIR", help="directory to write index.html into")
     parser.add_argument("--title", default="gradmem comparison", help="page title")
+    parser.add_argument("--history-url", metavar="URL",
+                        help="link the page to the history site (asv) at this URL, e.g. ../index.html "
+                        "when the page sits in the site's comparison/ folder (tools/asv_site.py)")
 
 
 def write_atomically(path, text):
@@ -34,19 +37,19 @@ def write_atomically(path, text):
         raise
 
 
-def build(files, out_dir, title="gradmem comparison"):
+def build(files, out_dir, title="gradmem comparison", history_url=None):
     """Write out_dir/index.html from the result files; return its path."""
     records = load(files)
     if not records:
         raise RecordError(f"no result records in {', '.join(files)}")
     path = os.path.join(out_dir, "index.html")
-    write_atomically(path, page.render(records, files, title))
+    write_atomically(path, page.render(records, files, title, history_url))
     return path
 
 
 def main(args):
     try:
-        path = build(args.files, args.out, args.title)
+        path = build(args.files, args.out, args.title, args.history_url)
     except RecordError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -54,9 +54,11 @@ def _view_section(index, key, view):
     )
 
 
-def render(records, files, title="gradmem comparison"):
+def render(records, files, title="gradmem comparison", history_url=None):
     views = rec.views(records)
-    nav = "".join(
+    # A link, not a load: the page itself still fetches nothing.
+    nav = f'<a class="history" href="{esc(history_url)}">history per commit (asv)</a>' if history_url else ""
+    nav += "".join(
         f'<a href="#view-{i}">{esc(rec.view_title(key))}</a>' for i, key in enumerate(views)
     )
     sections = "".join(_view_section(i, key, view) for i, (key, view) in enumerate(views.items()))

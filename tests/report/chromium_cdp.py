@@ -30,8 +30,13 @@ def find_chromium():
     return None
 
 
+# An offline browser: no host name resolves, so only URLs by IP (the test's own
+# 127.0.0.1 server) can load; anything fetched from the internet fails and shows up.
+OFFLINE = ("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--no-proxy-server")
+
+
 class Browser:
-    def __init__(self, executable, width=1400, height=1000, timeout=60):
+    def __init__(self, executable, width=1400, height=1000, timeout=60, flags=()):
         self.timeout = timeout
         self.profile = tempfile.mkdtemp(prefix="gradmem-chromium-")
         to_browser_r, self._to_browser = os.pipe()
@@ -45,7 +50,7 @@ class Browser:
             os.dup2(from_browser_w, 4)
 
         self.process = subprocess.Popen(
-            [executable, *FLAGS, f"--user-data-dir={self.profile}", f"--window-size={width},{height}",
+            [executable, *FLAGS, *flags, f"--user-data-dir={self.profile}", f"--window-size={width},{height}",
              "--remote-debugging-pipe", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             preexec_fn=wire_fds, close_fds=False,
@@ -133,32 +138,44 @@ def problems(events):
     return found
 
 
-def inspect_page(url, expression, screenshot=None, executable=None):
-    """Load `url`, evaluate `expression` (its value is returned), collect problems.
+def requests(events):
+    """URLs the page asked for, in order."""
+    return [e["params"]["request"]["url"] for e in events if e.get("method") == "Network.requestWillBeSent"
+            and not e["params"]["request"]["url"].startswith("data:")]
 
-    Returns {"value": ..., "problems": [...]} and writes a PNG to `screenshot`.
+
+def inspect_page(url, expression, screenshot=None, executable=None, flags=(), await_promise=False,
+                 full_page=True):
+    """Load `url`, evaluate `expression` (its value is returned; with await_promise, the
+    value its promise resolves to), collect problems and the URLs requested.
+
+    Returns {"value": ..., "problems": [...], "requests": [...]} and writes a PNG to
+    `screenshot` (the whole page, or with full_page=False the window only: capturing
+    beyond the viewport resizes it, and a page may react to the resize).
     """
-    browser = Browser(executable or find_chromium())
+    browser = Browser(executable or find_chromium(), flags=flags)
     try:
         target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Runtime", "Log", "Page"):
+        for domain in ("Runtime", "Log", "Page", "Network"):
             browser.send(f"{domain}.enable", session=session)
         browser.send("Page.navigate", {"url": url}, session=session)
         browser.wait_for("Page.loadEventFired", session)
         result = browser.send(
-            "Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=session
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": await_promise}, session=session
         )
         if "exceptionDetails" in result:
             raise RuntimeError(f"expression failed: {result['exceptionDetails']}")
         if screenshot:
-            shot = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
+            shot = browser.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": full_page},
                                 session=session)
             with open(screenshot, "wb") as out:
                 out.write(base64.b64decode(shot["data"]))
         # Let late console messages (timers, image decode errors) arrive before judging.
         browser.send("Runtime.evaluate", {"expression": "new Promise(r => setTimeout(r, 200))",
                                           "awaitPromise": True}, session=session)
-        return {"value": result.get("result", {}).get("value"), "problems": problems(browser.events)}
+        return {"value": result.get("result", {}).get("value"), "problems": problems(browser.events),
+                "requests": requests(browser.events)}
     finally:
         browser.close()

@@ -1,0 +1,250 @@
+#!/usr/bin/env python
+"""The history site that opens offline: `asv publish`, then asv's CDN scripts made local.
+
+asv's page (asv/www/index.html) loads jQuery, flot, bootstrap and four more files from
+CDNs; without internet it shows only "Can not determine continental origin of
+swallow". This keeps pinned copies from the npm registry (tools/asv_site_assets.json)
+and points the published page at them, so the site works from any static host with no
+outside request. It can also put the comparison page of a sweep beside it, each
+linking to the other.
+
+    python tools/asv_site.py vendor        # set-up (make setup): npm pack, check, unpack
+    python tools/asv_site.py publish       # asv publish + local assets -> html_dir
+    python tools/asv_site.py publish --comparison out/asv-sweep.jsonl   # + comparison/
+    python -m http.server -d out/asv-site  # or `asv preview`: the site needs HTTP
+
+Exit 0 on success, 2 with a message naming the fix when something is missing or a
+pinned file does not match its hash.
+"""
+
+import argparse
+import base64
+import hashlib
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MANIFEST = os.path.join(ROOT, "tools", "asv_site_assets.json")
+DEFAULT_ASSETS = os.path.join(ROOT, ".venv", "asv-www")
+STAMP = ".manifest-sha256"
+VENDOR = "vendor"  # the copies' folder inside the site
+COMPARISON = "comparison"  # the comparison page's folder inside the site
+NAV_ANCHOR = '<li id="nav-li-regressions">'
+
+
+class SiteError(RuntimeError):
+    """Something the site needs is missing or wrong; the message says what to do."""
+
+
+def load_manifest(path=MANIFEST):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _digest(path, algorithm):
+    hasher = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            hasher.update(chunk)
+    return hasher.digest()
+
+
+def sri(path, algorithm="sha256"):
+    """Subresource-integrity string of a file ("sha256-<base64>")."""
+    return f"{algorithm}-{base64.b64encode(_digest(path, algorithm)).decode()}"
+
+
+def _files(manifest, package):
+    """Every file of `package` the site needs (the referenced one and what it refers to)."""
+    names = []
+    for asset in manifest["assets"]:
+        if asset["package"] == package:
+            names += [asset["file"], *asset.get("with", [])]
+    return names
+
+
+def _manifest_stamp(path=MANIFEST):
+    return sri(path)
+
+
+def vendored(dest, manifest, manifest_path=MANIFEST):
+    """True when `dest` holds every file of this manifest (its stamp matches)."""
+    try:
+        with open(os.path.join(dest, STAMP), encoding="utf-8") as handle:
+            stamp = handle.read().strip()
+    except OSError:
+        return False
+    return stamp == _manifest_stamp(manifest_path) and all(
+        os.path.isfile(os.path.join(dest, package, name))
+        for package in manifest["packages"] for name in _files(manifest, package)
+    )
+
+
+def npm_pack(package, version, workdir):
+    """Fetch a registry tarball with npm; return its path."""
+    npm = shutil.which("npm")
+    if not npm:
+        raise SiteError("npm not found: the history site's scripts come from the npm registry at set-up; "
+                        "install npm (Debian/Ubuntu: apt-get install npm) and run `make setup` again")
+    done = subprocess.run([npm, "pack", f"{package}@{version}", "--json", "--pack-destination", workdir],
+                          capture_output=True, text=True, cwd=workdir)
+    if done.returncode != 0:
+        raise SiteError(f"npm pack {package}@{version} failed:\n{done.stderr.strip()[-2000:]}")
+    return os.path.join(workdir, os.path.basename(json.loads(done.stdout)[0]["filename"]))
+
+
+def vendor(dest=DEFAULT_ASSETS, manifest_path=MANIFEST):
+    """Fetch the pinned packages, check each tarball against its pinned integrity, unpack
+    the files the site needs into dest/<package>/. Does nothing when already done."""
+    manifest = load_manifest(manifest_path)
+    if vendored(dest, manifest, manifest_path):
+        return False
+    staging = tempfile.mkdtemp(prefix=".asv-www-", dir=os.path.dirname(os.path.abspath(dest)))
+    try:
+        with tempfile.TemporaryDirectory(prefix="gradmem-npm-") as work:
+            for package, pin in manifest["packages"].items():
+                tarball = npm_pack(package, pin["version"], work)
+                algorithm = pin["integrity"].split("-", 1)[0]
+                got = sri(tarball, algorithm)
+                if got != pin["integrity"]:
+                    raise SiteError(f"{package}@{pin['version']}: tarball integrity {got} is not the pinned "
+                                    f"{pin['integrity']} ({manifest_path})")
+                with tarfile.open(tarball) as archive:
+                    for name in _files(manifest, package):
+                        member = archive.extractfile(f"package/{name}")
+                        if member is None:
+                            raise SiteError(f"{package}@{pin['version']} has no {name}")
+                        target = os.path.join(staging, package, name)
+                        os.makedirs(os.path.dirname(target), exist_ok=True)
+                        with open(target, "wb") as out:
+                            shutil.copyfileobj(member, out)
+        with open(os.path.join(staging, STAMP), "w", encoding="utf-8") as handle:
+            handle.write(_manifest_stamp(manifest_path) + "\n")
+        os.chmod(staging, 0o755)
+        if os.path.isdir(dest):
+            shutil.rmtree(dest)
+        os.replace(staging, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return True
+
+
+def _tag_with_url(page, url):
+    match = re.search(r'<(?:script|link)\b[^>]*\b(?:src|href)="' + re.escape(url) + r'"[^>]*>', page)
+    if not match:
+        raise SiteError(f"asv's index.html no longer loads {url}: update tools/asv_site_assets.json "
+                        f"for this asv version")
+    return match
+
+
+def localize(html_dir, assets=DEFAULT_ASSETS, manifest_path=MANIFEST):
+    """Copy the vendored files into html_dir/vendor/ and point index.html at them."""
+    manifest = load_manifest(manifest_path)
+    if not vendored(assets, manifest, manifest_path):
+        raise SiteError(f"the site's scripts are not in {assets}: run `python tools/asv_site.py vendor` "
+                        f"(part of `make setup`)")
+    index = os.path.join(html_dir, "index.html")
+    with open(index, encoding="utf-8") as handle:
+        page = handle.read()
+    for asset in manifest["assets"]:
+        source = os.path.join(assets, asset["package"], asset["file"])
+        local = f"{VENDOR}/{asset['package']}/{asset['file']}"
+        match = _tag_with_url(page, asset["url"])
+        tag = match.group(0).replace(f'"{asset["url"]}"', f'"{local}"')
+        integrity = re.search(r'\bintegrity="([^"]*)"', tag)
+        if asset["same_bytes"]:
+            # asv's own hash must match the copy: the browser checks it again on load.
+            if integrity and integrity.group(1) != sri(source, integrity.group(1).split("-", 1)[0]):
+                raise SiteError(f"{asset['package']}/{asset['file']} is not the file asv pins for {asset['url']}")
+        else:  # another build of the same release: asv's hash is of the CDN's bytes
+            tag = re.sub(r'\s+(?:integrity|crossorigin|referrerpolicy)="[^"]*"', "", tag)
+        page = page[:match.start()] + tag + page[match.end():]
+        for name in [asset["file"], *asset.get("with", [])]:
+            target = os.path.join(html_dir, VENDOR, asset["package"], name)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copyfile(os.path.join(assets, asset["package"], name), target)
+    leftover = re.findall(r'<(?:script|link)\b[^>]*\b(?:src|href)="((?:https?:)?//[^"]+)"', page)
+    if leftover:
+        raise SiteError(f"asv's index.html loads {', '.join(leftover)}, not in tools/asv_site_assets.json")
+    _write(index, page)
+
+
+def link_comparison(html_dir, label="Comparison page"):
+    """Add a navbar entry to html_dir/comparison/index.html."""
+    index = os.path.join(html_dir, "index.html")
+    with open(index, encoding="utf-8") as handle:
+        page = handle.read()
+    if NAV_ANCHOR not in page:
+        raise SiteError(f"asv's index.html has no {NAV_ANCHOR!r} to put the comparison link after")
+    entry = f'<li id="nav-li-comparison"><a href="{COMPARISON}/index.html">{html.escape(label)}</a></li>'
+    end = page.index("</li>", page.index(NAV_ANCHOR)) + len("</li>")
+    _write(index, page[:end] + "\n\t" + entry + page[end:])
+
+
+def _write(path, text):
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def site_bytes(html_dir):
+    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(html_dir) for name in names)
+
+
+def publish(config="asv.conf.json", comparison=None, assets=DEFAULT_ASSETS):
+    """asv publish, local assets, and the comparison page of `comparison` (JSONL files)."""
+    from asv.config import Config
+
+    html_dir = os.path.abspath(Config.load(config).html_dir)
+    asv = os.path.join(os.path.dirname(sys.executable), "asv")
+    done = subprocess.run([asv, "publish", "--config", config])
+    if done.returncode != 0:
+        raise SiteError(f"asv publish failed ({done.returncode})")
+    localize(html_dir, assets)
+    if comparison:
+        from harness.report.build import build
+        from harness.report.records import RecordError
+
+        try:
+            build(comparison, os.path.join(html_dir, COMPARISON), history_url="../index.html")
+        except RecordError as err:
+            raise SiteError(f"comparison page: {err}") from None
+        link_comparison(html_dir)
+    return html_dir
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    fetch = sub.add_parser("vendor", help="fetch the pinned scripts and styles (set-up; needs npm)")
+    fetch.add_argument("--dest", default=DEFAULT_ASSETS, help=f"where to keep them (default {DEFAULT_ASSETS})")
+    pub = sub.add_parser("publish", help="asv publish, then point the site at the local copies")
+    pub.add_argument("--config", default="asv.conf.json")
+    pub.add_argument("--assets", default=DEFAULT_ASSETS, help="the vendored files (default %(default)s)")
+    pub.add_argument("--comparison", nargs="+", metavar="SWEEP.jsonl",
+                     help="also write the comparison page of these records to <site>/comparison/")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "vendor":
+            changed = vendor(args.dest)
+            print(f"{args.dest}: " + ("vendored" if changed else "up to date"))
+        else:
+            site = publish(args.config, args.comparison, args.assets)
+            print(f"site: {site} ({site_bytes(site) / 2**20:.1f} MiB); serve it over HTTP, e.g. "
+                  f"python -m http.server -d {os.path.relpath(site)}")
+    except SiteError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
