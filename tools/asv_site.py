@@ -70,10 +70,6 @@ def _files(manifest, package):
     return names
 
 
-def _manifest_stamp(path=MANIFEST):
-    return sri(path)
-
-
 def vendored(dest, manifest, manifest_path=MANIFEST):
     """True when `dest` holds every file of this manifest (its stamp matches)."""
     try:
@@ -81,7 +77,7 @@ def vendored(dest, manifest, manifest_path=MANIFEST):
             stamp = handle.read().strip()
     except OSError:
         return False
-    return stamp == _manifest_stamp(manifest_path) and all(
+    return stamp == sri(manifest_path) and all(
         os.path.isfile(os.path.join(dest, package, name))
         for package in manifest["packages"] for name in _files(manifest, package)
     )
@@ -126,7 +122,7 @@ def vendor(dest=DEFAULT_ASSETS, manifest_path=MANIFEST):
                         with open(target, "wb") as out:
                             shutil.copyfileobj(member, out)
         with open(os.path.join(staging, STAMP), "w", encoding="utf-8") as handle:
-            handle.write(_manifest_stamp(manifest_path) + "\n")
+            handle.write(sri(manifest_path) + "\n")
         os.chmod(staging, 0o755)
         if os.path.isdir(dest):
             shutil.rmtree(dest)

@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -105,6 +106,23 @@ def test_site_loads_nothing_from_outside(site):
     assert loads and not [url for url in loads if re.match(r"(https?:)?//", url)]
     for url in loads:
         assert (site["html"] / url).is_file(), url
+
+
+def test_publish_refuses_what_it_cannot_make_local(tmp_path):
+    import asv
+
+    sys.path.insert(0, str(h.PROJECT / "tools"))
+    import asv_site
+
+    copy = tmp_path / "html"
+    copy.mkdir()
+    original = Path(asv.__file__).parent / "www" / "index.html"  # asv's page, with the CDN URLs
+    (copy / "index.html").write_text(original.read_text().replace(
+        "</head>", '<script src="https://cdn.example.org/new.js"></script></head>'))
+    with pytest.raises(asv_site.SiteError, match="cdn.example.org/new.js"):
+        asv_site.localize(str(copy))
+    with pytest.raises(asv_site.SiteError, match="tools/asv_site.py vendor"):
+        asv_site.localize(str(copy), assets=str(tmp_path / "nothing"))
 
 
 def test_offline_chromium_draws_the_memory_graph_and_links_the_comparison_page(site):
