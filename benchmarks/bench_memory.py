@@ -1,11 +1,17 @@
-"""Peak memory per phase, measured by the harness (CPU: the worker's VmHWM above its
-baseline; CUDA: the framework's allocator), per workload, framework, device, mode."""
+"""Memory per phase, measured by the harness (CPU: the worker's VmHWM and VmRSS; CUDA:
+the framework's allocator), per workload, framework, device, mode.
+
+Three figures (harness/measure/memory_meter.py): the *step peak* (above the resident
+bytes at the step's start: what the step needs; the headline the gate uses), the
+*retained* bytes (resident at the step's start above the baseline taken before the
+first step: what the framework keeps between steps) and the *footprint* (their sum).
+"""
 
 from benchmarks.common import Grid, figure
 
 
 class PeakMemory(Grid):
-    """Steady-state peak (after a warm-up step), per phase."""
+    """Steady-state step peak (after a warm-up step), per phase."""
 
     unit = "bytes"
 
@@ -22,17 +28,50 @@ class PeakMemory(Grid):
         return figure(cache, cell, "peak_bytes", "total")
 
 
+class RetainedMemory(Grid):
+    """What the framework keeps between steps (compiled executables, caches, pools,
+    optimizer state): resident at a steady step's start above the first baseline."""
+
+    unit = "bytes"
+
+    def track_retained(self, cache, *cell):
+        return figure(cache, cell, "retained_bytes")
+
+
+class FootprintMemory(Grid):
+    """Retained + step peak: what the process needs above its inputs."""
+
+    unit = "bytes"
+
+    def track_total(self, cache, *cell):
+        return figure(cache, cell, "footprint_bytes", "total")
+
+
 class FirstStepMemory(Grid):
-    """Peak of the cold first step: allocators make it differ from the steady state."""
+    """The cold first step: allocators and compile caches make it differ from the
+    steady state."""
 
     unit = "bytes"
 
     def track_total(self, cache, *cell):
         return figure(cache, cell, "first_step_peak_bytes", "total")
 
+    def track_footprint(self, cache, *cell):
+        return figure(cache, cell, "first_step_footprint_bytes", "total")
+
+
+class SavedActivations(Grid):
+    """What the forward pass keeps for the backward, at the end of forward (the
+    breakdown's method per framework is in the record; n/a where it cannot be seen)."""
+
+    unit = "bytes"
+
+    def track_saved_activations(self, cache, *cell):
+        return figure(cache, cell, "breakdown_bytes", "saved_activations")
+
 
 class LiveMemory(Grid):
-    """Memory still held after backward: what a framework keeps between steps."""
+    """Memory still held after backward, above the step's start."""
 
     unit = "bytes"
 
@@ -41,9 +80,9 @@ class LiveMemory(Grid):
 
 
 class DeviceMemory(Grid):
-    """CUDA cells: the framework allocator's peak (n/a on CPU cells)."""
+    """CUDA cells: the framework allocator's step peak (n/a on CPU cells)."""
 
     unit = "bytes"
 
     def track_allocator_peak(self, cache, *cell):
-        return figure(cache, cell, "device_memory", "allocator_peak_bytes", "total")
+        return figure(cache, cell, "device_memory", "peak_bytes", "total")

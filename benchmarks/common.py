@@ -45,7 +45,7 @@ PARAM_NAMES = ["workload", "framework", "device", "mode"]
 
 # Bump when the meaning of a figure changes (harness method, sweep settings), so asv
 # stops comparing new figures with old ones instead of showing a false step.
-VERSION = "gradmem-1"
+VERSION = "gradmem-2"
 SWEEP_TIMEOUT_S = 4 * 3600  # a `small` sweep of every cell, on a slow CI box
 
 

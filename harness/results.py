@@ -1,18 +1,29 @@
 """The result record: one JSON object per measured cell, in JSONL files.
 
-The schema (version 1) is what the report and the asv benchmarks read; keys may be
-added, never renamed (bump SCHEMA for anything incompatible). Flat at top level:
+The schema (version 2) is what the report and the asv benchmarks read; keys may be
+added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md,
+"Migration", says what changed from 1). Flat at top level:
 
 - the cell: ``workload, size, dtype, framework, mode, device`` (strings),
   ``optimizer`` (null | "sgd" | "adam"), ``remat`` ("none"), ``order`` (the reference
   engine's backward order, else null);
 - ``status`` (one of STATUSES) and ``message`` (why, when not "ok");
 - metrics of an "ok" record (bytes are ints, seconds floats; a phase a cell did not
-  run is an absent key, never a made-up number; ``total`` is always present):
-  ``peak_bytes`` / ``first_step_peak_bytes`` / ``tracemalloc_peak_bytes``
-  ({forward, backward, step, total}), ``live_bytes`` ({after_forward,
-  after_backward}), ``bound_bytes``, ``device_memory``, ``time_s`` (medians),
-  ``time_spread_s`` (interquartile range), ``compile_s``, ``grad_rel_err``,
+  run is an absent key, never a made-up number; ``total`` is always present). Memory,
+  for the steady state and (``first_step_`` prefix) the cold first step
+  (harness/measure/memory_meter.py):
+  ``retained_bytes`` (int: resident at the step's start above the baseline taken
+  before the first step: what the framework keeps between steps),
+  ``peak_bytes`` ({forward, backward, step, total}: the step peak, above the resident
+  bytes at the step's start: what the step needs; the headline figure),
+  ``footprint_bytes`` (same phases: retained + step peak, exactly),
+  ``live_bytes`` ({after_forward, after_backward}, above the step's start),
+  ``breakdown_bytes`` / ``breakdown_method`` ({params, inputs, gradients,
+  optimizer_state, saved_activations, temporaries}: bytes or null, and how each was
+  counted or why it is null; harness/measure/breakdown.py),
+  ``tracemalloc_peak_bytes`` (phases), ``bound_bytes``, ``device_memory`` (CUDA: the
+  same three from the framework's allocator, NVML beside them); time: ``time_s``
+  (medians), ``time_spread_s`` (interquartile range), ``compile_s``; ``grad_rel_err``,
   ``timeline`` ({t_s, rss_bytes, marks});
 - ``provenance``: versions, git commit, machine, python, the worker environment,
   threads, seed, start time, and how each figure was taken.
@@ -33,17 +44,29 @@ import sys
 import tempfile
 from typing import NamedTuple
 
-SCHEMA = 1
+SCHEMA = 2
 CELL_KEYS = ("workload", "size", "dtype", "framework", "mode", "device")
 VARIANT_KEYS = ("optimizer", "remat", "order")
 STATUSES = ("ok", "oom", "timeout", "error", "unavailable")
 PHASES = ("forward", "backward", "step", "total")
 LIVE_KEYS = ("after_forward", "after_backward")
+BREAKDOWN_KEYS = ("params", "inputs", "gradients", "optimizer_state", "saved_activations", "temporaries")
+#: (retained, step peak, footprint) keys of the steady state and of the first step
+MEMORY_FIGURES = (
+    ("retained_bytes", "peak_bytes", "footprint_bytes"),
+    ("first_step_retained_bytes", "first_step_peak_bytes", "first_step_footprint_bytes"),
+)
 #: metrics an "ok" record must carry (values may be null where the schema says so)
 OK_KEYS = (
+    "retained_bytes",
     "peak_bytes",
+    "footprint_bytes",
+    "first_step_retained_bytes",
     "first_step_peak_bytes",
+    "first_step_footprint_bytes",
     "live_bytes",
+    "breakdown_bytes",
+    "breakdown_method",
     "bound_bytes",
     "tracemalloc_peak_bytes",
     "device_memory",
@@ -100,9 +123,15 @@ def schema_mismatch(found):
 
 
 def validate(record):
-    """Raise SchemaError unless `record` follows schema 1; return it."""
+    """Raise SchemaError unless `record` follows schema 2; return it."""
     if not isinstance(record, dict):
         raise SchemaError(f"a record is a JSON object, got {type(record).__name__}")
+    if record.get("schema") == 1:
+        raise SchemaError(
+            "schema 1 record: its peak_bytes summed what the framework keeps and what the step "
+            "needs, which schema 2 splits (retained_bytes, peak_bytes, footprint_bytes); re-run "
+            "the sweep (docs/measurement.md, 'Migration')"
+        )
     if record.get("schema") != SCHEMA:
         raise SchemaError(schema_mismatch(record.get("schema")))
     for key in CELL_KEYS + ("status", "message", "provenance"):
@@ -120,8 +149,9 @@ def validate(record):
     for key in OK_KEYS:
         if key not in record:
             raise SchemaError(f"an ok record lacks {key!r}")
-    for key in ("peak_bytes", "first_step_peak_bytes"):
-        _check_phases(record, key, int, required=True)
+    for retained, peak, footprint in MEMORY_FIGURES:
+        _check_memory_figures(record, retained, peak, footprint)
+    _check_breakdown(record)
     _check_phases(record, "time_s", float, required=True)
     _check_phases(record, "time_spread_s", float, required=True)
     if record["tracemalloc_peak_bytes"] is not None:
@@ -131,14 +161,51 @@ def validate(record):
     live = record["live_bytes"]
     if not isinstance(live, dict) or set(live) - set(LIVE_KEYS):
         raise SchemaError(f"live_bytes keys must be among {LIVE_KEYS}, got {live!r}")
+    device = record["device_memory"]
+    if isinstance(device, dict) and device.get("peak_bytes") is not None:
+        _check_memory_figures(device, "retained_bytes", "peak_bytes", "footprint_bytes", where="device_memory.")
     for key in PROVENANCE_KEYS:
         if key not in record["provenance"]:
             raise SchemaError(f"provenance lacks {key!r}")
     return record
 
 
-def _check_phases(record, key, kind, required):
+def _check_memory_figures(record, retained, peak, footprint, where=""):
+    """retained is an int, peak and footprint int phases with the same phases, and
+    footprint = retained + peak exactly, per phase."""
+    if not _is_int(record[retained]):
+        raise SchemaError(f"{where}{retained} must be an int, got {record[retained]!r}")
+    _check_phases(record, peak, int, required=True, where=where)
+    _check_phases(record, footprint, int, required=True, where=where)
+    if set(record[peak]) != set(record[footprint]):
+        raise SchemaError(f"{where}{footprint} phases {sorted(record[footprint])} != {peak} phases {sorted(record[peak])}")
+    for phase, value in record[peak].items():
+        if value is not None and record[footprint][phase] != record[retained] + value:
+            raise SchemaError(
+                f"{where}{footprint}[{phase!r}] = {record[footprint][phase]} is not {retained} + {peak}[{phase!r}]"
+                f" = {record[retained]} + {value}"
+            )
+
+
+def _check_breakdown(record):
+    values, methods = record["breakdown_bytes"], record["breakdown_method"]
+    for key, value in (("breakdown_bytes", values), ("breakdown_method", methods)):
+        if not isinstance(value, dict) or set(value) != set(BREAKDOWN_KEYS):
+            raise SchemaError(f"{key} must have exactly the keys {', '.join(BREAKDOWN_KEYS)}, got {value!r}")
+    for name in BREAKDOWN_KEYS:
+        if values[name] is not None and (not _is_int(values[name]) or values[name] < 0):
+            raise SchemaError(f"breakdown_bytes[{name!r}] must be a non-negative int or null, got {values[name]!r}")
+        if not isinstance(methods[name], str) or not methods[name].strip():
+            raise SchemaError(f"breakdown_method[{name!r}] must say how it was counted (or why it is null)")
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_phases(record, key, kind, required, where=""):
     value = record[key]
+    key = f"{where}{key}"
     if not isinstance(value, dict):
         raise SchemaError(f"{key} must be an object of phases, got {value!r}")
     unknown = set(value) - set(PHASES)

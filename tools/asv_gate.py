@@ -9,6 +9,11 @@ this reads the stored results itself and applies a threshold per unit:
                                                             # ancestor with results
     python tools/asv_gate.py --machine NAME --base v1 --head HEAD --kinds memory
 
+Memory means the *step peak* (asv's PeakMemory: what one step needs above what was
+resident at its start; docs/measurement.md) unless --memory-bench names others: the
+retained bytes and the footprint are shown on the site and in the table, but a change
+in what a framework keeps between steps is not what this gate judges by default.
+
 A figure *worsens* when after > before × (1 + threshold) and after − before exceeds an
 absolute floor (512 KiB of memory, a millisecond: below that is measurement grain, not
 a regression; the memory floor is about twice the process-to-process spread of the
@@ -101,14 +106,21 @@ def benchmark_units(results_dir):
     return {name: info for name, info in suite.items() if isinstance(info, dict) and "unit" in info}
 
 
-def compare(before_results, after_results, suite, thresholds, floors, pattern=None):
-    """Every figure present on both sides, as Changes (worse ones flagged)."""
+#: the memory benchmarks the gate judges by default: the step peak per phase
+STEP_PEAK = r"\.PeakMemory\."
+
+
+def compare(before_results, after_results, suite, thresholds, floors, pattern=None, memory_pattern=STEP_PEAK):
+    """Every figure present on both sides, as Changes (worse ones flagged). Memory
+    benchmarks count only where they match `memory_pattern` (default: the step peak)."""
     changes = []
     for env in sorted(set(before_results) & set(after_results)):
         before, after = before_results[env], after_results[env]
         for name in sorted(set(before.get_result_keys(suite)) & set(after.get_result_keys(suite))):
             kind = UNIT_KIND.get(suite[name].get("unit"))
             if kind not in thresholds or (pattern and not re.search(pattern, name)):
+                continue
+            if kind == "memory" and memory_pattern and not re.search(memory_pattern, name):
                 continue
             params = after.get_result_params(name)
             old = before.get_result_value(name, params)
@@ -160,6 +172,8 @@ def main(argv=None):
                         help="bytes of growth always allowed (default 512 KiB: RSS grain, see above)")
     parser.add_argument("--time-floor", type=float, default=1e-3, help="seconds of growth always allowed")
     parser.add_argument("--bench", help="only benchmarks matching this regex")
+    parser.add_argument("--memory-bench", default=STEP_PEAK,
+                        help="memory benchmarks judged (regex; default the step peak, PeakMemory)")
     args = parser.parse_args(argv)
 
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -190,7 +204,7 @@ def main(argv=None):
     floors = {"memory": args.memory_floor, "time": args.time_floor}
     print(f"gate: {base[:8]} -> {head[:8]} on {args.machine}; "
           + ", ".join(f"{k} +{t:.0%}" for k, t in thresholds.items()))
-    changes = compare(before, after, suite, thresholds, floors, args.bench)
+    changes = compare(before, after, suite, thresholds, floors, args.bench, args.memory_bench)
     if not changes:
         print("error: no figure present on both sides to compare", file=sys.stderr)
         return 2

@@ -57,6 +57,10 @@ class AutogradAdapter(Adapter):
     modes = ("eager",)
     compiled_as = ""
     remats = ("none", "native")
+    # The breakdown's saved activations: autograd keeps them inside the VJP closures of
+    # its graph's nodes, with no API to list them, so the breakdown takes the resident
+    # bytes live at the end of forward above the step's start, and says so.
+    saved_activations_from_rss = True
 
     def load(self, device="cpu", mode="eager", remat="none"):
         check_choice("autograd device", device, ("cpu", "cuda"))

@@ -17,6 +17,7 @@ The gradient is always taken with respect to ``params`` (a flat ``dict[str, arra
 ``inputs`` (a flat dict too, possibly with integer or boolean arrays) are data.
 """
 
+import contextlib
 import importlib.metadata
 import importlib.util
 
@@ -140,13 +141,52 @@ class Adapter:
         """`update(params, grads) -> params`: one SGD or Adam step.
 
         The default is functional and written with the op set; adapters with a native
-        optimizer (torch.optim) override it, since that is what their users run.
+        optimizer (torch.optim) override it, since that is what their users run. An
+        update may have ``state_arrays()``: the arrays it keeps between steps (Adam's
+        moments), which the breakdown counts as ``optimizer_state``.
         """
         ops = self.ops
         if kind == "sgd":
-            return lambda p, g: {k: ops.sub(p[k], ops.mul(g[k], lr)) for k in p}
+            return _FunctionalSGD(ops, lr)
         check_choice("optimizer", kind, ("sgd", "adam"))
         return _FunctionalAdam(ops, lr)
+
+    # ---- where the bytes go: the breakdown's hooks (harness/measure/breakdown.py) -----
+    # Each runs in a step of its own after the measured steps, never inside them.
+
+    #: True where the framework gives no way to list what a forward pass saves, and the
+    #: breakdown should take the resident bytes live at the end of forward instead
+    #: (and say so in the record)
+    saved_activations_from_rss = False
+
+    def saving(self):
+        """A context manager around one forward pass, for adapters that must watch the
+        pass to count what it saves (torch's saved-tensor hooks). Default: nothing."""
+        return contextlib.nullcontext()
+
+    def saved_activation_bytes(self, state, params, inputs):
+        """(bytes, method) of the activations a `split_vjp` forward's `state` keeps for
+        the backward at the end of forward, counted once per buffer, params and inputs
+        excluded; (None, reason) where this adapter has no way to see them. The
+        default is the null with its reason: an adapter adds one small method here."""
+        return None, f"the {self.name} adapter has no way to count what its forward pass saves"
+
+    def buffer_bytes(self, tree):
+        """{buffer key: bytes} of the distinct buffers of the arrays in `tree` (an array,
+        or dicts/lists/tuples of them): two views of one buffer count once. The default
+        knows NumPy arrays (keyed by the owning buffer's address) and anything with
+        ``nbytes`` (keyed by identity); adapters whose arrays share storage override it."""
+        found = {}
+        for array in leaves(tree):
+            base = array
+            while getattr(base, "base", None) is not None and hasattr(base.base, "nbytes"):
+                base = base.base
+            iface = getattr(base, "__array_interface__", None)
+            key = iface["data"][0] if iface else id(base)
+            nbytes = getattr(base, "nbytes", None)
+            if isinstance(nbytes, int):
+                found[key] = nbytes
+        return found
 
     # ---- CUDA: the one place per adapter that talks to the device allocator --------
     def device_memory_probe(self, device):
@@ -154,6 +194,32 @@ class Adapter:
         reserved_bytes(), peak_reserved_bytes()) for the framework's own device
         allocator, or None on CPU."""
         return None
+
+
+def leaves(tree):
+    """The non-container items of `tree` (dicts, lists and tuples are walked)."""
+    if isinstance(tree, dict):
+        for value in tree.values():
+            yield from leaves(value)
+    elif isinstance(tree, (list, tuple)):
+        for value in tree:
+            yield from leaves(value)
+    elif tree is not None:
+        yield tree
+
+
+class _FunctionalSGD:
+    """Plain SGD written with the op set: keeps nothing between steps."""
+
+    def __init__(self, ops, lr):
+        self.ops, self.lr = ops, lr
+
+    def __call__(self, params, grads):
+        ops = self.ops
+        return {k: ops.sub(params[k], ops.mul(grads[k], self.lr)) for k in params}
+
+    def state_arrays(self):
+        return []
 
 
 class _FunctionalAdam:
@@ -178,3 +244,7 @@ class _FunctionalAdam:
             step = ops.div(ops.mul(m_hat, self.lr), ops.add(ops.sqrt(v_hat), self.eps))
             new[k] = ops.sub(params[k], step)
         return new
+
+    def state_arrays(self):
+        """The two moments of every parameter (none before the first step)."""
+        return [*(self.m or {}).values(), *(self.v or {}).values()]

@@ -167,6 +167,33 @@ class JaxAdapter(Adapter):
             backward_of = jax.jit(backward_of)
         return forward, lambda state: backward_of(*state)
 
+    # ---- the breakdown's hooks ---------------------------------------------------------
+    def saved_activation_bytes(self, state, params, inputs):
+        import jax
+
+        residuals = jax.tree_util.tree_leaves(state[1])  # the VJP function is a pytree
+        outside = set(self.buffer_bytes([params, inputs]))
+        found = self.buffer_bytes(residuals)
+        method = ("the leaves of the jax.vjp function's residuals at the end of forward, counted once "
+                  "per buffer, params and inputs excluded")
+        return sum(v for k, v in found.items() if k not in outside), method
+
+    def buffer_bytes(self, tree):
+        import jax
+        import numpy as np
+
+        from harness.frameworks.base import Adapter, leaves
+
+        found = {}
+        for array in leaves(tree):
+            if isinstance(array, jax.Array):
+                for shard in array.addressable_shards:
+                    data = shard.data
+                    found[("jax", data.unsafe_buffer_pointer())] = data.nbytes
+            elif isinstance(array, np.ndarray):  # constants a residual may hold
+                found.update(Adapter.buffer_bytes(self, array))
+        return found
+
     # ---- CUDA: everything device-specific for JAX is below ---------------------------
     def device_memory_probe(self, device):
         if device != "cuda":

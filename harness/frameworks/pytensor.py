@@ -176,6 +176,16 @@ class PytensorAdapter(Adapter):
 
         return forward, backward
 
+    def saved_activation_bytes(self, state, params, inputs):
+        """The split's forward function returns, as NumPy arrays, exactly the forward
+        tensors its backward function reads (`_residuals`): those are counted."""
+        _, saved, *_ = state
+        outside = set(self.buffer_bytes([params, inputs]))
+        found = self.buffer_bytes(saved)
+        method = ("the arrays the compiled forward returns for the compiled backward (the tensors the "
+                  "gradient graph reads), counted once per buffer, params and inputs excluded")
+        return sum(v for k, v in found.items() if k not in outside), method
+
     def optimizer(self, kind, params, lr=1e-3):
         """One SGD or Adam step as a compiled PyTensor function (in the mode given to
         load()), compiled on the first call; Adam's moments live between calls as
@@ -260,6 +270,10 @@ class _CompiledUpdate:
                     outputs += [p - step, m, v]
             mode = self.adapter._pytensor_mode(self.adapter.mode)
             return pytensor.function(inputs, outputs, mode=mode)
+
+    def state_arrays(self):
+        """Adam's moments (none for SGD, none before the first step)."""
+        return [*(self.m or {}).values(), *(self.v or {}).values()]
 
     def __call__(self, params, grads):
         import numpy as np

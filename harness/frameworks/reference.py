@@ -178,6 +178,18 @@ class ReferenceAdapter(Adapter):
 
         return traced
 
+    # ---- the breakdown's hooks ---------------------------------------------------------
+    def saved_activation_bytes(self, state, params, inputs):
+        """The ledger's live bytes at the end of forward: every buffer the engine made
+        that is still alive then is held by a VJP (the tape keeps nothing else), once
+        per buffer; the caller's params and inputs are never in the ledger."""
+        ledger = self.last_ledger
+        if ledger is None:
+            return None, "the engine ran without its ledger (track_memory=False)"
+        loss = getattr(state[0], "nbytes", 0)
+        method = "the engine's ledger: live bytes at the end of forward, once per buffer, less the loss scalar"
+        return ledger.live_bytes - loss, method
+
     # ---- CUDA: everything device-specific for the reference engine is below ---------
     def device_memory_probe(self, device):
         if device != "cuda":

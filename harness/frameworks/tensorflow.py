@@ -61,6 +61,10 @@ class TensorflowAdapter(Adapter):
     modes = ("eager", "compiled")
     compiled_as = "tf.function(gradient step), jit_compile=False"
     remats = ("none", "native")
+    # The breakdown's saved activations: a GradientTape has no public way to list the
+    # tensors it keeps, so the breakdown takes the resident bytes live at the end of
+    # forward above the step's start, and says so in the record.
+    saved_activations_from_rss = True
     # TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1 is not here on purpose: oneDNN's CPU allocator
     # is a caching BFC pool (blocks >= 4 KiB) that hides peaks from RSS (memory.md 2d),
     # so the *memory* pass sets it (harness/measure/environment.py MEMORY_SETTINGS),
@@ -189,6 +193,13 @@ class TensorflowAdapter(Adapter):
                 return _dense(tf, grads)
 
         return forward, backward
+
+    def buffer_bytes(self, tree):
+        """TF shows no buffer address: each tensor object counts once, by its shape
+        and dtype."""
+        from harness.frameworks.base import leaves
+
+        return {id(t): int(t.shape.num_elements()) * t.dtype.size for t in leaves(tree)}
 
     # ---- CUDA: everything device-specific for TensorFlow is below --------------------
     def device_memory_probe(self, device):

@@ -213,7 +213,45 @@ class TorchAdapter(Adapter):
             native.zero_grad(set_to_none=True)  # drop the grads, as a training loop does
             return dict(zip(names, tensors))
 
+        # what the optimizer keeps between steps: Adam's exp_avg, exp_avg_sq and step
+        update.state_arrays = lambda: [v for s in native.state.values() for v in s.values() if torch.is_tensor(v)]
         return update
+
+    # ---- the breakdown's hooks ---------------------------------------------------------
+    def saving(self):
+        """torch.autograd.graph.saved_tensors_hooks around the forward: the pack hook
+        sees every tensor autograd saves for the backward and keeps a weak reference
+        (the tensor itself is what is saved, so nothing changes for the backward)."""
+        import weakref
+
+        import torch
+
+        self._saved = saved = []
+
+        def pack(tensor):
+            saved.append(weakref.ref(tensor))
+            return tensor
+
+        return torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor)
+
+    def saved_activation_bytes(self, state, params, inputs):
+        saved = getattr(self, "_saved", None)
+        if saved is None:
+            return None, "no forward pass ran under saving()"
+        outside = set(self.buffer_bytes([params, inputs]))
+        found = self.buffer_bytes([t for t in (ref() for ref in saved) if t is not None])
+        method = ("torch.autograd.graph.saved_tensors_hooks: the tensors autograd saved that are "
+                  "still alive at the end of forward, counted once per storage, params and inputs excluded")
+        return sum(v for k, v in found.items() if k not in outside), method
+
+    def buffer_bytes(self, tree):
+        from harness.frameworks.base import leaves
+
+        found = {}
+        for tensor in leaves(tree):
+            storage = tensor.untyped_storage()
+            found[(storage.device.type, storage.data_ptr())] = storage.nbytes()
+        return found
 
     # ---- CUDA: everything device-specific for torch is below -------------------------
     def device_memory_probe(self, device):

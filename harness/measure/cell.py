@@ -19,6 +19,21 @@ from harness.frameworks import threads
 from harness.measure import cells, environment, provenance, timeline
 from harness.measure.runner import run_worker
 
+#: the memory pass's figures, copied into the record as they are (results.py says
+#: what each means; footprint = retained + step peak is checked there)
+MEMORY_KEYS = (
+    "retained_bytes",
+    "peak_bytes",
+    "footprint_bytes",
+    "live_bytes",
+    "first_step_retained_bytes",
+    "first_step_peak_bytes",
+    "first_step_footprint_bytes",
+    "first_step_live_bytes",
+    "breakdown_bytes",
+    "breakdown_method",
+)
+
 #: engines whose arrays are NumPy buffers, which tracemalloc sees (NumPy reports its
 #: data allocations to it); zero for torch/JAX/TF, so not measured there
 TRACEMALLOC_FRAMEWORKS = ("reference", "autograd", "pytensor")
@@ -133,13 +148,12 @@ class CellRunner:
         )
         if cell["framework"] == "reference" and m.get("order"):
             cell = dict(cell, order=m["order"])
-        return results.new_record(
+        memory_figures = {key: m.get(key) for key in MEMORY_KEYS}
+        record = results.new_record(
             cell,
             "ok",
             provenance=prov,
-            peak_bytes=m["peak_bytes"],
-            first_step_peak_bytes=m["first_step_peak_bytes"],
-            live_bytes=m["live_bytes"],
+            **memory_figures,
             bound_bytes=m["bound_bytes"],
             tracemalloc_peak_bytes=m.get("tracemalloc_peak_bytes"),
             device_memory=m.get("device_memory"),
@@ -150,12 +164,15 @@ class CellRunner:
             timeline=timeline.build(memory.sampler, memory.marks) if memory.sampler else None,
             # additions to the schema (keys may be added):
             step_kind=m.get("step_kind"),
-            first_step_live_bytes=m.get("first_step_live_bytes"),
             first_step_time_s=t.get("first_step_time_s"),
             time_samples_s=t.get("time_samples_s"),
             grad_check=m.get("grad_check"),
-            peak_samples_bytes=m.get("peak_samples_bytes"),
+            steady_samples=m.get("steady_samples"),
         )
+        try:  # every ok record written follows the schema (footprint = retained + peak ...)
+            return results.validate(record)
+        except results.SchemaError as err:
+            return results.new_record(cell, "error", f"harness bug, record not written as ok: {err}", prov)
 
     def _provenance(self, cell, adapter):
         o = self.options
@@ -173,5 +190,8 @@ class CellRunner:
             "timeout_s": o.timeout_s,
             "memory_limit_bytes": o.memory_limit,
             "time_spread": "interquartile range (75th - 25th percentile, linear interpolation)",
-            "peak_method": "VmHWM - baseline RSS; baseline after gc + malloc_trim, before the first step",
+            "peak_method": (
+                "step peak = VmHWM - RSS at the step's start; retained = RSS at the step's start - "
+                "baseline RSS (after gc + malloc_trim, before the first step); footprint = retained + step peak"
+            ),
         }

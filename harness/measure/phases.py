@@ -10,9 +10,10 @@ decides memory: the forward state lives until the backward has run and is then
 dropped; the gradients live through the optimizer update and are then dropped (or
 handed back once, for the gradient check, outside every measured window).
 
-A *meter* is told where the phases begin and end: `MemoryMeter` reads the probes
-(peak per phase, live bytes after forward/backward), `TimeMeter` the clock. `total`
-is the peak (or the wall time) over the whole step.
+A *meter* is told where the step and its phases begin and end: `MemoryMeter`
+(harness/measure/memory_meter.py) reads the probes (retained, step peak and footprint
+per phase, live bytes after forward/backward), `TimeMeter` the clock. `total` is the
+peak (or the wall time) over the whole step.
 """
 
 import time
@@ -70,53 +71,6 @@ class Step:
             meter.end("step")
         meter.end_step()
         return grads if keep_grads else None
-
-
-class MemoryMeter:
-    """Peaks per phase above one baseline, from the RSS probe (and, on CUDA, the
-    framework's allocator probe); marks for the timeline."""
-
-    def __init__(self, rss, marks, device=None, tracemalloc=None):
-        self.rss, self.marks, self.device, self.tracemalloc = rss, marks, device, tracemalloc
-        self.label = ""
-        self.peaks, self.live, self.traced = {}, {}, {}
-
-    def start(self, label):
-        """Start a fresh record of one step's figures (labels the timeline marks)."""
-        self.label = label
-        self.peaks, self.live, self.traced = {}, {}, {}
-        if self.device is not None:
-            self.device.start()
-
-    def begin_step(self):
-        pass
-
-    def begin(self, phase):
-        self.marks.mark(f"{self.label}{phase}")
-        self.rss.reset()
-        if self.device is not None:
-            self.device.begin(phase)
-        if self.tracemalloc is not None:
-            self.tracemalloc.reset()
-
-    def end(self, phase, live=None):
-        self.peaks[phase] = self.rss.peak()
-        if self.tracemalloc is not None:
-            self.traced[phase] = self.tracemalloc.peak()
-        if self.device is not None:
-            self.device.end(phase)
-        if live:
-            self.live[live] = self.rss.live()
-
-    def end_step(self):
-        self.marks.mark(f"{self.label}end")
-
-    def figures(self):
-        """peak_bytes-shaped dict: the phases measured, and total = their maximum."""
-        return phase_figures(self.peaks, max)
-
-    def traced_figures(self):
-        return phase_figures(self.traced, max) if self.traced else None
 
 
 class TimeMeter:

@@ -3,12 +3,13 @@
 The primary CPU figure is resident memory as the kernel counts it (notes/memory.md,
 Table 1: within 0.3 % of the allocator-exact figures once glibc is configured):
 ``VmHWM`` (peak RSS) from /proc/self/status, reset to the current RSS by writing ``5``
-to /proc/self/clear_refs at each phase boundary. A peak is ``VmHWM - baseline``.
+to /proc/self/clear_refs at each phase boundary. A step peak is ``VmHWM`` minus the
+resident bytes at the step's start (harness/measure/memory_meter.py).
 
 Where clear_refs is not writable (some sandboxes), the HWM cannot be reset: the probe
 then says so (``method``) and a phase's peak is the process-lifetime HWM minus the
-baseline, which is still exact for the first phase that reaches it and an upper bound
-for the others.
+step's start, which is still exact for the first phase that reaches it and an upper
+bound for the others.
 """
 
 import ctypes
@@ -59,11 +60,12 @@ def reset_hwm():
 
 
 class RssProbe:
-    """Peak and live resident bytes above one baseline.
+    """Resident bytes of this process, absolute, and the baseline they are compared with.
 
-    `set_baseline()` takes the baseline (after `settle()`); `reset()` starts a phase
-    (resets the HWM); `peak()` is the phase's peak above the baseline; `live()` the
-    RSS above the baseline now.
+    `set_baseline()` takes the baseline (after `settle()`, before the first step);
+    `reset()` starts a phase (resets the HWM to the current RSS); `current()` is VmRSS
+    now, `hwm()` VmHWM now (the peak since the last reset). The meter subtracts the
+    resident bytes at a step's start (step peak) or the baseline (retained).
     """
 
     def __init__(self):
@@ -73,18 +75,18 @@ class RssProbe:
 
     def set_baseline(self):
         self.reset()
-        self.baseline = status_bytes()["VmRSS"]
+        self.baseline = self.current()
         return self.baseline
 
     def reset(self):
         if self.resettable:
             reset_hwm()
 
-    def peak(self):
-        return status_bytes()["VmHWM"] - self.baseline
+    def current(self):
+        return status_bytes()["VmRSS"]
 
-    def live(self):
-        return status_bytes()["VmRSS"] - self.baseline
+    def hwm(self):
+        return status_bytes()["VmHWM"]
 
 
 class TracemallocProbe:

@@ -1,9 +1,14 @@
-"""The table a sweep prints: peak per phase in MiB, peak / bound, time, ratio to the
-reference engine.
+"""The table a sweep prints: step peak per phase and retained in MiB, peak / bound,
+time, ratio to the reference engine.
 
 A "variant" column (optimizer, remat strategy, the reference engine's order) appears
-when any record has one. Peaks are the steady-state figures (`peak_bytes`), with the cold first step's total
-beside them; times are medians of the repeats. "x ref" divides by the reference
+when any record has one. Memory columns, steady state unless marked "1st" (the cold
+first step): "fwd", "bwd", "opt" (the optimizer update) and "peak" are step peaks
+(`peak_bytes`: above the resident bytes at the step's start, what the step needs);
+"retained" is what was resident at the step's start above the baseline taken before
+the first step (`retained_bytes`: what the framework keeps between steps); their sum is
+the footprint (`footprint_bytes`, not printed). "peak/bound" and "mem x ref" use the
+step peak. Times are medians of the repeats. "x ref" divides by the reference
 engine's figure for the same workload, size, dtype, device and optimizer, without
 remat and in its default order (same mode when the reference ran in it, else eager). A phase a cell did not measure
 shows "-"; a cell that did not run shows its status and why.
@@ -19,9 +24,11 @@ COLUMNS = (
     ("status", "<"),
     ("fwd MiB", ">"),
     ("bwd MiB", ">"),
-    ("step MiB", ">"),
-    ("total MiB", ">"),
-    ("1st MiB", ">"),
+    ("opt MiB", ">"),
+    ("peak MiB", ">"),
+    ("retained MiB", ">"),
+    ("1st peak", ">"),
+    ("1st retained", ">"),
     ("peak/bound", ">"),
     ("time s", ">"),
     ("IQR s", ">"),
@@ -37,6 +44,10 @@ MESSAGE_CHARS = 90
 def _phase(record, key, phase):
     value = (record.get(key) or {}).get(phase)
     return value if isinstance(value, (int, float)) else None
+
+
+def _number(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _mib(value):
@@ -87,7 +98,9 @@ def rows(records, with_variant=False):
             _mib(_phase(record, "peak_bytes", "backward")),
             _mib(_phase(record, "peak_bytes", "step")),
             _mib(total),
+            _mib(_number(record.get("retained_bytes"))),
             _mib(_phase(record, "first_step_peak_bytes", "total")),
+            _mib(_number(record.get("first_step_retained_bytes"))),
             _num(_ratio(total, record.get("bound_bytes")), ".2f"),
             _num(time_total, ".4f"),
             _num(_phase(record, "time_spread_s", "total"), ".4f"),

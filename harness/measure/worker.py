@@ -8,10 +8,11 @@ with the environment already set (malloc threshold, thread counts, the adapter's
 Kinds of job:
 
 - ``memory``: build, settle, baseline; the cold first step, measured; the gradient
-  check (outside every measured window); warm-up steps; the steady state, the median of
-  3 measured steps against the *same* baseline (so memory a framework keeps between
-  steps counts against it); then, for NumPy-based engines, one more step under
-  tracemalloc.
+  check (outside every measured window); warm-up steps; the steady state, the median
+  of 3 measured steps, each as retained (resident at its start above the baseline),
+  step peak (above its start) and footprint (their sum); one unmeasured step with the
+  adapter's counting hooks for the breakdown (harness/measure/breakdown.py); then, for
+  NumPy-based engines, one more step under tracemalloc.
 - ``time``: the cold first step timed (`compile_s`: trace/compile/first-call costs),
   warm-up steps, then `repeat` timed steps: median and interquartile range per phase.
 - ``reference_gradient``: the reference engine's float64 gradient of a problem, saved
@@ -134,9 +135,10 @@ def _jsonable(value):
 
 # ---- the memory pass ---------------------------------------------------------------------
 def memory_pass(job, marks):
-    from harness.measure import probes
+    from harness.measure import breakdown, probes
     from harness.measure.cuda import DeviceMeter
-    from harness.measure.phases import MemoryMeter, NullMeter, settle_and_reset
+    from harness.measure.memory_meter import MemoryMeter, median_step
+    from harness.measure.phases import NullMeter, settle_and_reset
 
     adapter, problem, step, info = _prepare(job, marks)
     cell = job["cell"]
@@ -153,7 +155,6 @@ def memory_pass(job, marks):
     meter.start("first:")
     grads = step.run(meter, keep_grads=True)
     first = meter.figures()
-    first_live = dict(meter.live)
     first_device = device.figures() if device is not None else None
 
     # Outside every measured window: the reference gradient is read, compared, freed.
@@ -165,23 +166,29 @@ def memory_pass(job, marks):
         marks.mark("warm-up")
         step.run(NullMeter())
 
-    # The steady state: the median of a few measured steps, each against the *same*
-    # baseline (the heap is trimmed in between, the baseline is NOT retaken). One step
-    # is enough for synchronous engines (3 runs agree within 0.25 %), but JAX's async
-    # dispatch frees buffers when its runtime gets to them, so its backward peak moves
-    # by +-1.5 % from step to step (116.7 MiB every step with async dispatch off).
-    samples, lives = [], []
+    # The steady state: the median of a few measured steps. Each step's peak is taken
+    # above the resident bytes at its own start, and what is resident then above the
+    # baseline is its retained figure. One step is enough for synchronous engines
+    # (3 runs agree within 0.25 %), but JAX's async dispatch frees buffers when its
+    # runtime gets to them, so its backward peak moves by +-1.5 % from step to step.
+    samples = []
     for index in range(job.get("memory_steps", 3)):
         settle_and_reset(rss)
         meter.start("" if index == 0 else f"steady{index}:")
         step.run(meter)
         samples.append(meter.figures())
-        lives.append(dict(meter.live))
-    steady, live = _median_of(samples), _median_of(lives)
-    device_memory = device.figures() if device is not None else None
+        if device is not None:
+            samples[-1]["device"] = device.figures()
+    steady = median_step(samples)
+    device_memory = steady.pop("device", None)
     if device_memory is not None:
         device_memory["first_step"] = first_device
         device.close()
+
+    # Where the bytes go: one more step with the adapter's counting hooks, unmeasured.
+    settle_and_reset(rss)
+    marks.mark("breakdown")
+    breakdown_bytes, breakdown_method = breakdown.assemble(breakdown.count(adapter, step), steady)
 
     traced = None
     if job.get("tracemalloc"):
@@ -189,11 +196,17 @@ def memory_pass(job, marks):
 
     return {
         "status": "ok",
-        "peak_bytes": steady,
-        "peak_samples_bytes": samples,
-        "first_step_peak_bytes": first,
-        "live_bytes": live,
-        "first_step_live_bytes": first_live,
+        "retained_bytes": steady["retained_bytes"],
+        "peak_bytes": steady["peak_bytes"],
+        "footprint_bytes": steady["footprint_bytes"],
+        "live_bytes": steady["live_bytes"],
+        "steady_samples": [{k: s[k] for k in STEP_FIGURES} for s in samples],
+        "first_step_retained_bytes": first["retained_bytes"],
+        "first_step_peak_bytes": first["peak_bytes"],
+        "first_step_footprint_bytes": first["footprint_bytes"],
+        "first_step_live_bytes": first["live_bytes"],
+        "breakdown_bytes": breakdown_bytes,
+        "breakdown_method": breakdown_method,
         "bound_bytes": problem.bound_bytes,
         "tracemalloc_peak_bytes": traced,
         "device_memory": device_memory,
@@ -205,11 +218,8 @@ def memory_pass(job, marks):
     }
 
 
-def _median_of(figures):
-    """{key: median over the dicts in `figures`} (keys of the first; ints stay ints)."""
-    from harness.measure.stats import median
-
-    return {key: int(median([f[key] for f in figures if key in f])) for key in figures[0]}
+#: the figures of one measured step kept per sample (the record's steady_samples)
+STEP_FIGURES = ("retained_bytes", "peak_bytes", "footprint_bytes")
 
 
 def _traced_step(step, rss):
@@ -217,7 +227,7 @@ def _traced_step(step, rss):
     so it never runs during the RSS-measured steps)."""
     from harness.measure import probes
     from harness.measure.marks import Marks
-    from harness.measure.phases import MemoryMeter
+    from harness.measure.memory_meter import MemoryMeter
 
     probes.settle()
     tracer = probes.TracemallocProbe()

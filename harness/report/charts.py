@@ -1,4 +1,5 @@
-"""Bar charts per workload: peak memory per phase and time per phase, per framework.
+"""Bar charts per workload: step peak per phase (above the resident bytes at the step's
+start) and time per phase, per framework.
 
 Horizontal grouped bars on a linear scale from zero (so lengths compare honestly),
 the analytic bound as a dashed line on the memory chart, cells that did not run named
@@ -87,7 +88,7 @@ def render(view):
         bound = _bound(view, workload)
         marker = (bound, f"bound {human_bytes(bound)}") if bound else None
         memory = bar_chart(
-            f"{workload}: peak memory per phase", _rows(view, workload, "peak_bytes", peak_phases),
+            f"{workload}: step peak per phase", _rows(view, workload, "peak_bytes", peak_phases),
             peak_phases or ["total"], human_bytes, marker,
         )
         time = bar_chart(

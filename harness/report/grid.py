@@ -1,13 +1,20 @@
-"""The workload × framework grid of one view, each cell coloured by peak / bound.
+"""The workload × framework grid of one view, each cell coloured by step peak / bound.
 
-Colour: hue from green (peak at or below the analytic bound) to red (8× the bound or
-more) on a log2 scale, because ratios multiply: 2× and 4× should be equal steps.
-Cells that did not run say so (status and message) on a grey or striped background.
+A cell shows the step peak (what one steady step needs above what was resident at its
+start: the headline), what the framework retained between steps beside it, the step
+peak over the analytic bound, the first step's peak, the time, and a stacked bar of
+the footprint (harness/report/split.py).
+
+Colour: hue from green (step peak at or below the analytic bound) to red (8× the
+bound or more) on a log2 scale, because ratios multiply: 2× and 4× should be equal
+steps. Cells that did not run say so (status and message) on a grey or striped
+background.
 """
 
 import math
 
 from harness.report import records as rec
+from harness.report import split
 from harness.report.fmt import esc, human_bytes, human_ratio, human_seconds
 
 RED_AT_RATIO = 8.0
@@ -20,17 +27,20 @@ def ratio_colour(ratio):
     return f"hsl({120 * (1 - t):.0f}, 65%, 78%)"
 
 
-def _ok_cell(record):
+def _ok_cell(record, scale):
     ratio = rec.peak_over_bound(record)
     style = f' style="background:{ratio_colour(ratio)}"' if ratio is not None else ""
     peak = rec.metric(record, "peak_bytes", "total")
+    retained = rec.metric(record, "retained_bytes")
     first = rec.metric(record, "first_step_peak_bytes", "total")
     seconds = rec.metric(record, "time_s", "total")
     lines = [
-        f'<div class="peak">{esc(human_bytes(peak))}</div>',
+        f'<div class="peak">{esc(human_bytes(peak))}'
+        f'<span class="retained"> + {esc(human_bytes(retained))} retained</span></div>',
         f'<div class="ratio">{esc(human_ratio(ratio))} bound</div>' if ratio is not None else "",
         f'<div class="first">first step {esc(human_bytes(first))}</div>' if first is not None else "",
         f'<div class="time">{esc(human_seconds(seconds))}</div>',
+        split.render(record, scale),
     ]
     return f'<td class="cell status-ok" data-ratio="{ratio if ratio is not None else ""}"{style}>{"".join(lines)}</td>'
 
@@ -51,12 +61,13 @@ def render(view):
     rows = []
     for workload in view["workloads"]:
         cells = []
-        for column in view["columns"]:
-            record = view["cells"].get((workload, column))
+        row = [view["cells"].get((workload, column)) for column in view["columns"]]
+        scale = split.scale_bytes([r for r in row if r is not None])
+        for record in row:
             if record is None:
                 cells.append('<td class="cell absent">not run</td>')
             elif record.get("status") == "ok":
-                cells.append(_ok_cell(record))
+                cells.append(_ok_cell(record, scale))
             else:
                 cells.append(_failed_cell(record))
         rows.append(f'<tr><th class="workload">{esc(workload)}</th>{"".join(cells)}</tr>')
@@ -66,14 +77,26 @@ def render(view):
     )
 
 
+#: the sentence under the grid: what each figure means
+MEANING = (
+    "The <b>step peak</b> is what one steady training step needs: its peak above the memory "
+    "resident when it started. <b>Retained</b> is what the framework keeps between steps "
+    "(compiled executables, caches, allocator pools, optimizer state): resident at the step's "
+    "start above the baseline taken before the first step. Their sum is the <b>footprint</b>, "
+    "what the process needs above its inputs; the colour and the ratio to the bound use the step peak."
+)
+
+
 def legend():
     stops = [1, 1.5, 2, 3, 4, 6, 8]
     swatches = "".join(
         f'<span class="swatch" style="background:{ratio_colour(r)}">{r:g}×</span>' for r in stops
     )
     return (
-        '<p class="legend">Cell: steady-state peak (all phases), peak / analytic bound, '
-        f"peak of the cold first step, median time of one step. Colour by peak / bound: {swatches} "
+        f'<p class="meaning">{MEANING}</p>'
+        '<p class="legend">Cell: step peak + retained (steady state, all phases), step peak / analytic '
+        f"bound, step peak of the cold first step, median time of one step. {split.legend()} "
+        f"Colour by step peak / bound: {swatches} "
         '<span class="swatch status-unavailable">unavailable</span>'
         '<span class="swatch status-error">error / oom / timeout</span></p>'
     )

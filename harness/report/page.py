@@ -17,6 +17,9 @@ th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; }
 thead th { background: #f3f3f3; }
 table.grid td.cell { min-width: 7.5em; text-align: center; }
 td.cell .peak { font-weight: 600; } td.cell .ratio, td.cell .time, td.cell .first { font-size: 12px; }
+td.cell .retained { font-weight: 400; font-size: 12px; color: #444; }
+td.cell .split { margin-top: 3px; line-height: 0; } td.cell .unseen { font-size: 10px; color: #666; }
+.meaning { max-width: 60em; }
 td.cell .message, td.message { font-size: 11px; color: #444; max-width: 22em; overflow-wrap: anywhere; }
 td.cell .status { font-weight: 600; text-transform: uppercase; font-size: 12px; }
 .status-unavailable { background: #e6e6e6; }
@@ -48,7 +51,7 @@ def _view_section(index, key, view):
     if not any(r.get("status") == "ok" for r in view["cells"].values()):
         return head + '<p class="none">No cell of this view ran; the grid says why.</p></section>'
     return (
-        head + f"<h3>Peak memory and time per phase</h3>{charts.render(view)}"
+        head + f"<h3>Step peak and time per phase</h3>{charts.render(view)}"
         f"<h3>Memory timelines</h3>{timelines.render(view)}"
         f"<h3>Gradient agreement</h3>{gradients.render(view)}</section>"
     )

@@ -40,9 +40,11 @@ def loss(ops, params, inputs, cfg):
 
 
 def bound_bytes(size, dtype):
-    # z_{i+1} = x @ z_i needs z_i for x's gradient, so z_1 .. z_{L-1} must be kept;
-    # z_L is live too when it is produced (sum needs it), so at the end of the forward
-    # pass z_1 .. z_L are live together: L D x D arrays. (x and z_0 are inputs, in the
-    # baseline.) Nothing that stores activations can peak lower.
+    # z_{i+1} = x @ z_i needs z_i for x's gradient, so z_1 .. z_{L-1} must be kept until
+    # the backward pass reaches them: L - 1 D x D arrays saved at the end of the forward
+    # pass (x and z_0 are inputs, in the baseline). z_L is saved by no VJP (sum's needs
+    # only its shape), so it is not in the bound, which is exactly the saved activations
+    # of a store-everything reverse pass; a step's peak is at least one array more (z_L
+    # is live when it is made), so peak / bound >= L / (L - 1).
     D, L = SIZES[size]["D"], SIZES[size]["L"]
-    return L * D * D * itemsize(dtype)
+    return (L - 1) * D * D * itemsize(dtype)

@@ -20,6 +20,7 @@ sys.path.insert(0, str(h.PROJECT / "tests" / "report"))
 from report_fixtures import fixture_records, write_jsonl  # noqa: E402
 
 PEAK = "bench_memory.PeakMemory.track_total"
+RETAINED = "bench_memory.RetainedMemory.track_retained"
 TIME = "bench_time.Time.track_total"
 CELL = ("chained_dot", "reference", "cpu", "eager")
 
@@ -39,9 +40,10 @@ def store(tmp_path_factory):
     records = write_jsonl(tmp / "records.jsonl", fixture_records())
     env = h.environ(home, GRADMEM_ASV_SIZE="tiny", GRADMEM_ASV_OPTIMIZER="none", GRADMEM_ASV_RECORDS=str(records))
     done, seconds = h.run(["run", "--config", str(config), "-E", f"existing:{h.PYTHON}", "--machine", h.MACHINE,
-                           "--set-commit-hash", commits[1], "-b", "PeakMemory.track_total", "-b", "Time.track_total"], env, tmp)
+                           "--set-commit-hash", commits[1], "-b", "PeakMemory.track_total", "-b", "Time.track_total",
+                           "-b", "RetainedMemory.track_retained"], env, tmp)
     assert done.returncode == 0, done.stdout + done.stderr
-    print(f"asv run (2 benchmarks x 144 cells, existing env): {seconds:.1f} s")
+    print(f"asv run (3 benchmarks x 144 cells, existing env): {seconds:.1f} s")
     [stored] = h.result_files(tmp / "results")
     return {"tmp": tmp, "repo": repo, "commits": commits, "config": config, "home": home, "file": stored}
 
@@ -98,6 +100,14 @@ def test_memory_growth_below_the_floor_passes(store):
     plant(store, 3, {(PEAK, CELL): 1.05})  # 6 MiB + 5 % = 315 KB: within RSS grain (512 KiB)
     assert gate(store, "--base", store["commits"][1], "--head", store["commits"][3])[0] == 0
     assert gate(store, "--base", store["commits"][1], "--head", store["commits"][3], "--memory-floor", "65536")[0] == 1
+
+
+def test_the_memory_figure_gated_is_the_step_peak_unless_asked(store):
+    # Retained (what a framework keeps between steps) tripled: shown, not gated by default.
+    plant(store, 3, {(RETAINED, CELL): 3.0})
+    assert gate(store, "--base", store["commits"][1], "--head", store["commits"][3])[0] == 0
+    code, out = gate(store, "--base", store["commits"][1], "--head", store["commits"][3], "--memory-bench", "Retained")
+    assert code == 1 and "RetainedMemory.track_retained" in out, out
 
 
 def test_time_has_its_own_threshold(store):

@@ -12,7 +12,7 @@ MIB = 1024 * 1024
 
 def fixture_record(workload="chained_dot", framework="reference", status="ok", **overrides):
     record = {
-        "schema": 1, "workload": workload, "size": "tiny", "dtype": "float32",
+        "schema": 2, "workload": workload, "size": "tiny", "dtype": "float32",
         "framework": framework, "mode": "eager", "device": "cpu",
         "optimizer": None, "remat": "none", "order": "heap" if framework == "reference" else None,
         "status": status, "message": "",
@@ -24,9 +24,15 @@ def fixture_record(workload="chained_dot", framework="reference", status="ok", *
     }
     if status == "ok":
         record.update({
+            "retained_bytes": 2 * MIB,
             "peak_bytes": {"forward": 4 * MIB, "backward": 6 * MIB, "total": 6 * MIB},
+            "first_step_retained_bytes": 0,
             "first_step_peak_bytes": {"forward": 5 * MIB, "backward": 7 * MIB, "total": 7 * MIB},
             "live_bytes": {"after_forward": 4 * MIB, "after_backward": 0},
+            "breakdown_bytes": {"params": MIB, "inputs": MIB, "gradients": MIB, "optimizer_state": 0,
+                                "saved_activations": 4 * MIB, "temporaries": MIB},
+            "breakdown_method": {k: "made up by the fixture" for k in (
+                "params", "inputs", "gradients", "optimizer_state", "saved_activations", "temporaries")},
             "bound_bytes": 4 * MIB,
             "tracemalloc_peak_bytes": None, "device_memory": None,
             "time_s": {"forward": 0.002, "backward": 0.004, "total": 0.006},
@@ -37,6 +43,12 @@ def fixture_record(workload="chained_dot", framework="reference", status="ok", *
                          "marks": [[0.0, "forward"], [0.02, "backward"]]},
         })
     record.update(overrides)
+    if status == "ok":  # footprint = retained + step peak, as the schema requires
+        for retained, peak, footprint in (("retained_bytes", "peak_bytes", "footprint_bytes"),
+                                          ("first_step_retained_bytes", "first_step_peak_bytes",
+                                           "first_step_footprint_bytes")):
+            if footprint not in overrides:
+                record[footprint] = {k: record[retained] + v for k, v in record[peak].items()}
     return record
 
 

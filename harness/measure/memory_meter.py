@@ -1,0 +1,96 @@
+"""The memory meter: what one step keeps, needs and costs, per phase.
+
+Three figures per step, all from the same two readings so that they add up exactly:
+
+- ``retained_bytes``: resident bytes at the step's start above the baseline taken
+  before the first step: what the framework keeps between steps (compiled per-op
+  executables, allocator pools, caches, optimizer state). One number per step.
+- ``peak_bytes[phase]``: the phase's high-water mark above the resident bytes *at the
+  step's start*: what the step needs (the headline figure; peak / bound, "mem x ref",
+  the colours, the gate and asv's PeakMemory use it).
+- ``footprint_bytes[phase]`` = retained + step peak: what the process needs above its
+  inputs (the single figure of schema 1, measured against the first baseline).
+
+``live_bytes`` (after forward, after backward) are resident bytes above the step's
+start too. On CUDA the device meter gives the same three from the framework's
+allocator (harness/measure/cuda.py).
+"""
+
+from harness.measure.phases import phase_figures
+
+
+class MemoryMeter:
+    """Per-phase figures of one step from the RSS probe (and the device meter on CUDA,
+    the tracemalloc probe in the traced step); marks for the timeline."""
+
+    def __init__(self, rss, marks, device=None, tracemalloc=None):
+        self.rss, self.marks, self.device, self.tracemalloc = rss, marks, device, tracemalloc
+        self.label = ""
+        self._clear()
+
+    def _clear(self):
+        self.peaks, self.live, self.traced = {}, {}, {}
+        self.step_start = self.retained = None
+
+    def start(self, label):
+        """Start a fresh record of one step's figures (labels the timeline marks)."""
+        self.label = label
+        self._clear()
+        if self.device is not None:
+            self.device.start()
+
+    def begin_step(self):
+        # One reading of the resident bytes at the step's start: the step peaks are
+        # measured from it, and retained is it minus the baseline, so footprint =
+        # retained + peak holds exactly.
+        self.step_start = self.rss.current()
+        self.retained = self.step_start - self.rss.baseline
+        if self.device is not None:
+            self.device.begin_step()
+
+    def begin(self, phase):
+        self.marks.mark(f"{self.label}{phase}")
+        self.rss.reset()
+        if self.device is not None:
+            self.device.begin(phase)
+        if self.tracemalloc is not None:
+            self.tracemalloc.reset()
+
+    def end(self, phase, live=None):
+        self.peaks[phase] = self.rss.hwm() - self.step_start
+        if self.tracemalloc is not None:
+            self.traced[phase] = self.tracemalloc.peak()
+        if self.device is not None:
+            self.device.end(phase)
+        if live:
+            self.live[live] = self.rss.current() - self.step_start
+
+    def end_step(self):
+        self.marks.mark(f"{self.label}end")
+
+    def figures(self):
+        """{"retained_bytes", "peak_bytes", "footprint_bytes", "live_bytes"} of the step
+        just measured (phase dicts: the phases measured, and total = their maximum)."""
+        peaks = phase_figures(self.peaks, max)
+        return {
+            "retained_bytes": self.retained,
+            "peak_bytes": peaks,
+            "footprint_bytes": footprint(self.retained, peaks),
+            "live_bytes": dict(self.live),
+        }
+
+    def traced_figures(self):
+        return phase_figures(self.traced, max) if self.traced else None
+
+
+def footprint(retained, peaks):
+    """{phase: retained + step peak}: the footprint of each phase."""
+    return {phase: retained + value for phase, value in peaks.items()}
+
+
+def median_step(samples):
+    """The sample whose total step peak is the median of `samples` (figure dicts from
+    `MemoryMeter.figures`). A whole step, not per-key medians: its retained, peaks and
+    footprint come from the same step, so footprint = retained + peak still holds."""
+    ordered = sorted(samples, key=lambda s: s["peak_bytes"]["total"])
+    return ordered[(len(ordered) - 1) // 2]

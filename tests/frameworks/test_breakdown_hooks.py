@@ -1,0 +1,90 @@
+"""The breakdown's per-framework hooks, measured against bounds from the math.
+
+Each workload's `bound_bytes` is defined as the activations a store-everything reverse
+pass must keep at the end of forward; the hooks count what each framework really keeps
+(harness/measure/breakdown.py), so on the workloads where the reference engine keeps
+nothing more, the two must meet."""
+
+import pytest
+
+from harness import frameworks, workloads
+from harness.frameworks.base import Adapter
+from harness.measure import breakdown
+from harness.measure.phases import Step
+
+
+def counted(name, workload, size="small", optimizer=None):
+    adapter = frameworks.get(name)
+    ok, why = adapter.available()
+    if not ok:
+        pytest.skip(why)
+    adapter.load("cpu", "eager")
+    problem = workloads.build(workload, size, "float32")
+    params, inputs = adapter.from_numpy(problem.params), adapter.from_numpy(problem.inputs)
+    step = Step(adapter, problem.loss, params, inputs, "eager", optimizer)
+    step.run(breakdown.NullMeter())  # the optimizer's state exists after a first step
+    found = breakdown.count(adapter, step)
+    return found, problem
+
+
+@pytest.mark.parametrize("workload", ["chained_dot", "rnn_fanout"])
+@pytest.mark.parametrize("size", ["tiny", "small"])
+def test_the_reference_engine_saves_exactly_the_bound_and_returns_param_sized_gradients(workload, size):
+    found, problem = counted("reference", workload, size)
+    saved, method = found["saved_activations"]
+    assert "ledger" in method
+    # chained_dot: z_1 .. z_{L-1}, exactly the bound. rnn_fanout: h_1 .. h_n, plus two
+    # (B, 1) arrays of the logistic loss the bound leaves out as negligible: exp's VJP
+    # keeps its output e = exp(-logit), log's its input e + 1.
+    extra = 2 * workloads.get(workload).SIZES[size]["B"] * 4 if workload == "rnn_fanout" else 0
+    assert saved == problem.bound_bytes + extra
+    if size == "small":
+        assert abs(saved - problem.bound_bytes) <= 0.01 * problem.bound_bytes
+    # one gradient per parameter, each of the parameter's shape and dtype
+    assert found["gradients"][0] == found["params"][0] == sum(v.nbytes for v in problem.params.values())
+    assert found["inputs"][0] == sum(v.nbytes for v in problem.inputs.values())
+    assert found["optimizer_state"][0] == 0
+
+
+def test_torch_saved_tensors_on_chained_dot_are_the_bound():
+    found, problem = counted("torch", "chained_dot")
+    saved, method = found["saved_activations"]
+    assert "saved_tensors_hooks" in method
+    # mm saves both operands: x (a param, excluded) and z_0 .. z_{L-1}; z_0 is an input.
+    assert abs(saved - problem.bound_bytes) <= 0.05 * problem.bound_bytes, (saved, problem.bound_bytes)
+
+
+def test_jax_residuals_on_chained_dot_are_the_bound():
+    found, problem = counted("jax", "chained_dot")
+    saved, method = found["saved_activations"]
+    assert "residuals" in method
+    assert abs(saved - problem.bound_bytes) <= 0.05 * problem.bound_bytes, (saved, problem.bound_bytes)
+
+
+def test_pytensor_counts_its_split_outputs():
+    found, problem = counted("pytensor", "chained_dot", "tiny")
+    saved, method = found["saved_activations"]
+    assert "compiled forward returns" in method
+    assert saved >= problem.bound_bytes  # every z_i the backward reads leaves the forward
+
+
+@pytest.mark.parametrize("name", ["tensorflow", "autograd"])
+def test_frameworks_without_a_list_say_the_figure_comes_from_rss(name):
+    found, _ = counted(name, "chained_dot", "tiny")
+    assert found["saved_activations"] == (None, breakdown.RSS_METHOD)
+
+
+def test_adam_state_is_two_moments_per_parameter():
+    for name in ("torch", "reference"):
+        found, problem = counted(name, "rnn_fanout", "tiny", optimizer="adam")
+        moments = 2 * sum(v.nbytes for v in problem.params.values())
+        steps = 4 * len(problem.params) if name == "torch" else 0  # torch.optim.Adam's float32 step counters
+        assert found["optimizer_state"][0] == moments + steps, name
+
+
+def test_an_adapter_without_a_hook_gets_null_with_the_reason():
+    class Bare(Adapter):
+        name = "bare"
+
+    value, reason = Bare().saved_activation_bytes(None, {}, {})
+    assert value is None and "no way to count" in reason
