@@ -62,7 +62,7 @@ def test_text_listing_names_versions_modes_devices_and_unavailable_reasons(monke
                                    "frameworks": listing.describe_frameworks(probe=True)})
     assert "tensorflow: unavailable: a_module_that_is_not_installed is not installed (pip install 'gradmem[tensorflow]')" in text
     assert "chained_dot: " in text and "from HIPS autograd #219" in text
-    assert "paper  D=1000 L=100  (bound 381.47 MiB)" in text
+    assert "paper  D=1000 L=100  (bound 377.66 MiB)" in text  # (L - 1) D^2 float32
     assert "modes: eager, compiled (compiled = jax.jit" in text
     assert "devices: cpu (import + load 0.5 s)" in text
 

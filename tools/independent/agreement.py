@@ -1,0 +1,89 @@
+#!/usr/bin/env python
+"""Does the harness's step peak agree with the independent scripts beside this file?
+
+For each framework and workload: the harness's memory pass (a fresh worker, as in a
+sweep) and the framework's independent script (no `harness` import) measure the same
+steady step of the same arrays; printed side by side with their ratio.
+
+    .venv/bin/python tools/independent/agreement.py --size small
+    .venv/bin/python tools/independent/agreement.py --size tiny --frameworks torch --workloads unet
+
+This driver imports the harness (to build the problem and run its worker); the scripts
+it compares against do not.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPTS = {"torch": "torch_step.py", "tensorflow": "tf_step.py", "jax": "jax_step.py", "autograd": "autograd_step.py"}
+WORKLOADS = ("chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention")
+
+
+def independent_peak(framework, workload, size, dtype, workdir):
+    """The script's step peak figures ({forward, backward, total} and samples)."""
+    from harness import workloads
+
+    problem = workloads.build(workload, size, dtype)
+    path = os.path.join(workdir, f"{workload}-{size}-{dtype}.npz")
+    np.savez(path, **{f"p:{k}": v for k, v in problem.params.items()}, **{f"i:{k}": v for k, v in problem.inputs.items()})
+    config = json.dumps(workloads.get(workload).SIZES[size])
+    done = subprocess.run([sys.executable, os.path.join(HERE, SCRIPTS[framework]), workload, path, config],
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"{SCRIPTS[framework]} {workload}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def harness_peak(framework, workload, size, dtype, workdir):
+    """The harness's memory pass of the eager cell: its result (step peak, retained...)."""
+    from harness import frameworks
+    from harness.measure import environment
+    from harness.measure.runner import run_worker
+
+    cell = {"workload": workload, "size": size, "dtype": dtype, "framework": framework,
+            "mode": "eager", "device": "cpu"}
+    env, _ = environment.worker_environment(frameworks.get(framework), "memory")
+    job = {"kind": "memory", "cell": cell, "seed": 0, "warmup": 1}
+    outcome = run_worker(job, env, workdir, f"memory-{framework}-{workload}-{size}", timeout_s=900)
+    if not outcome.ok:
+        raise RuntimeError(f"harness {framework} {workload}: {outcome.status} {outcome.message[-2000:]}")
+    return outcome.result
+
+
+def compare(framework, workload, size="tiny", dtype="float32"):
+    """(harness step peak, independent step peak, harness retained) in bytes."""
+    with tempfile.TemporaryDirectory(prefix="gradmem-agree-") as workdir:
+        mine = harness_peak(framework, workload, size, dtype, workdir)
+        theirs = independent_peak(framework, workload, size, dtype, workdir)
+    return mine["peak_bytes"]["total"], theirs["peak_bytes"]["total"], mine["retained_bytes"]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", default="small")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--frameworks", default=",".join(SCRIPTS))
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    args = parser.parse_args(argv)
+    chosen = [f for f in args.frameworks.split(",") if f]
+    bad = [f for f in chosen if f not in SCRIPTS] + [w for w in args.workloads.split(",") if w not in WORKLOADS]
+    if bad:
+        parser.error(f"unknown {', '.join(bad)}; frameworks: {', '.join(SCRIPTS)}; workloads: {', '.join(WORKLOADS)}")
+    print(f"{'framework':<11} {'workload':<18} {'harness MiB':>11} {'script MiB':>10} {'ratio':>6} {'retained MiB':>12}")
+    for framework in chosen:
+        for workload in args.workloads.split(","):
+            mine, theirs, retained = compare(framework, workload, args.size, args.dtype)
+            print(f"{framework:<11} {workload:<18} {mine / 2**20:>11.2f} {theirs / 2**20:>10.2f} "
+                  f"{mine / theirs if theirs else float('nan'):>6.3f} {retained / 2**20:>12.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
