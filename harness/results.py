@@ -118,20 +118,22 @@ def schema_mismatch(found):
     if isinstance(found, int) and not isinstance(found, bool):
         if found > SCHEMA:
             return f"{text}: it was written by a newer gradmem (update this checkout to read it)"
-        return f"{text}: it was written by an older gradmem (re-run its cells to measure them with this one)"
+        older = f"{text}: it was written by an older gradmem (re-run its cells to measure them with this one)"
+        return older + (SCHEMA_1_SPLIT if found == 1 else "")
     return text
+
+
+#: why a schema-1 record cannot be converted (docs/measurement.md, "Migration")
+SCHEMA_1_SPLIT = (
+    "; its peak_bytes summed what the framework keeps and what the step needs, which schema 2 "
+    "splits (retained_bytes, peak_bytes, footprint_bytes) with figures schema 1 did not record"
+)
 
 
 def validate(record):
     """Raise SchemaError unless `record` follows schema 2; return it."""
     if not isinstance(record, dict):
         raise SchemaError(f"a record is a JSON object, got {type(record).__name__}")
-    if record.get("schema") == 1:
-        raise SchemaError(
-            "schema 1 record: its peak_bytes summed what the framework keeps and what the step "
-            "needs, which schema 2 splits (retained_bytes, peak_bytes, footprint_bytes); re-run "
-            "the sweep (docs/measurement.md, 'Migration')"
-        )
     if record.get("schema") != SCHEMA:
         raise SchemaError(schema_mismatch(record.get("schema")))
     for key in CELL_KEYS + ("status", "message", "provenance"):

@@ -80,7 +80,7 @@ def test_schema_checks_that_footprint_is_retained_plus_peak_per_phase():
 
 
 def test_schema_1_records_are_refused_with_the_reason_and_the_way_out():
-    with pytest.raises(results.SchemaError, match="schema 1 record.*re-run the sweep"):
+    with pytest.raises(results.SchemaError, match="schema 1.*older gradmem.*re-run.*splits"):
         results.validate(dict(fixture_record(), schema=1))
 
 
