@@ -13,7 +13,9 @@ added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md
   for the steady state and (``first_step_`` prefix) the cold first step
   (harness/measure/memory_meter.py):
   ``retained_bytes`` (int: resident at the step's start above the baseline taken
-  before the first step: what the framework keeps between steps),
+  before the first step: what the framework keeps between steps; optional
+  ``retained_detail_bytes``: the same split by kind of page, {anon, file, shmem},
+  adding up to it),
   ``peak_bytes`` ({forward, backward, step, total}: the step peak, above the resident
   bytes at the step's start: what the step needs; the headline figure),
   ``footprint_bytes`` (same phases: retained + step peak, exactly),
@@ -153,6 +155,7 @@ def validate(record):
             raise SchemaError(f"an ok record lacks {key!r}")
     for retained, peak, footprint in MEMORY_FIGURES:
         _check_memory_figures(record, retained, peak, footprint)
+        _check_retained_detail(record, retained)
     _check_breakdown(record)
     _check_phases(record, "time_s", float, required=True)
     _check_phases(record, "time_spread_s", float, required=True)
@@ -187,6 +190,18 @@ def _check_memory_figures(record, retained, peak, footprint, where=""):
                 f"{where}{footprint}[{phase!r}] = {record[footprint][phase]} is not {retained} + {peak}[{phase!r}]"
                 f" = {record[retained]} + {value}"
             )
+
+
+def _check_retained_detail(record, retained):
+    """The optional split of retained by kind of page adds up to it exactly."""
+    key = retained.replace("retained_bytes", "retained_detail_bytes")
+    detail = record.get(key)
+    if detail is None:
+        return
+    if not isinstance(detail, dict) or not all(_is_int(v) for v in detail.values()):
+        raise SchemaError(f"{key} must be an object of ints, got {detail!r}")
+    if sum(detail.values()) != record[retained]:
+        raise SchemaError(f"{key} {detail} does not add up to {retained} = {record[retained]}")
 
 
 def _check_breakdown(record):

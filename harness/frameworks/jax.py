@@ -3,9 +3,9 @@
 Ops: ``jnp.matmul``, ``jnp.take`` (embeddings), ``jax.nn.softmax`` / ``logsumexp`` /
 ``sigmoid`` / ``relu``, ``jax.lax.conv_general_dilated`` with NCHW/OIHW dimension
 numbers (XLA picks its own layout), ``jax.lax.reduce_window`` with ``lax.max`` for
-pooling (its gradient is XLA's select-and-scatter), ``jnp.repeat`` on H and W for
-nearest upsampling (a broadcast and a reshape; ``jax.image.resize(..., "nearest")``
-computes the same values with a gather). Python numbers are weakly typed in JAX, so
+pooling (its gradient is XLA's select-and-scatter), ``jax.image.resize(...,
+"nearest")`` for nearest upsampling (JAX's own resize; ``jnp.repeat`` on H and W
+computes the same values but, eager, compiles more per-op programs that JAX keeps). Python numbers are weakly typed in JAX, so
 they never change an array's dtype.
 
 float64: ``load()`` turns on ``jax_enable_x64``, otherwise JAX silently computes a
@@ -317,7 +317,8 @@ def _make_ops(jax):
         return lax.reduce_window(x, np.array(-np.inf, x.dtype), lax.max, window, window, "VALID")
 
     def upsample2d(x, scale=2):
-        return jnp.repeat(jnp.repeat(x, scale, axis=2), scale, axis=3)
+        n, c, h, w = x.shape
+        return jax.image.resize(x, (n, c, h * scale, w * scale), method="nearest")
 
     return types.SimpleNamespace(
         add=jnp.add,

@@ -6,12 +6,15 @@ Binary elementwise ops are the Python operators (``x + y`` is ``tf.math.add``), 
 convert a Python number to the tensor's dtype on either side (``tf.math.add(2.0, x)``
 with a float64 ``x`` fails: it converts 2.0 to float32 first).
 
-NCHW: TensorFlow's CPU kernels for ``conv2d`` and ``max_pool2d`` only support NHWC
-(``data_format="NCHW"`` raises on CPU), so those two ops transpose NCHW -> NHWC (and
-the OIHW weights -> HWIO) in and back out. The transposes are real TF ops whose
-buffers count in TF's memory, as they do for any TF user holding NCHW data on a CPU.
-``upsample2d`` is ``tf.repeat`` on H and W, layout-free (``tf.image.resize`` would
-need the same transposes).
+NCHW: on the CPU, TF 2.21's ``conv2d`` takes ``data_format="NCHW"`` only with oneDNN
+on (``TF_ENABLE_ONEDNN_OPTS=1``; its default is off on this machine's AMD CPU, where
+Eigen's kernels run and NCHW raises "only supports NHWC"), and ``max_pool2d``'s
+gradient needs NHWC even with oneDNN. So both ops transpose NCHW -> NHWC (and the OIHW
+weights -> HWIO) in and back out: real TF ops whose buffers count in TF's memory, as
+for any TF user holding NCHW data on a CPU. A same-size convolution is written
+``padding="SAME"``, the form TF users write (an explicit padding list computes the same
+values through a separate pad). ``upsample2d`` is ``tf.repeat`` on H and W,
+layout-free (``tf.image.resize`` would need the same transposes).
 
 Gradients: ``tape.gradient`` of ``tf.gather`` is an ``IndexedSlices``; it is made
 dense (``tf.convert_to_tensor``), as torch's ``embedding`` and JAX's ``take`` give
@@ -313,8 +316,16 @@ def _make_ops(tf):
         return tf.where(cond, x, y)
 
     def conv2d(x, w, stride=1, padding=0):
-        # CPU conv2d is NHWC only: NCHW -> NHWC, OIHW -> HWIO, and back.
-        pad = "VALID" if padding == 0 else [[0, 0], [padding, padding], [padding, padding], [0, 0]]
+        # NHWC on the CPU (module docstring): NCHW -> NHWC, OIHW -> HWIO, and back.
+        # "SAME" when it is exactly that padding (stride 1, odd square kernel k, padding
+        # (k - 1) / 2), the form TF users write; otherwise the explicit list.
+        k = w.shape[2]
+        if padding == 0:
+            pad = "VALID"
+        elif stride == 1 and k == w.shape[3] and 2 * padding + 1 == k:
+            pad = "SAME"
+        else:
+            pad = [[0, 0], [padding, padding], [padding, padding], [0, 0]]
         out = tf.nn.conv2d(
             tf.transpose(x, [0, 2, 3, 1]), tf.transpose(w, [2, 3, 1, 0]), strides=stride, padding=pad
         )

@@ -23,10 +23,12 @@ from harness.measure.runner import run_worker
 #: what each means; footprint = retained + step peak is checked there)
 MEMORY_KEYS = (
     "retained_bytes",
+    "retained_detail_bytes",
     "peak_bytes",
     "footprint_bytes",
     "live_bytes",
     "first_step_retained_bytes",
+    "first_step_retained_detail_bytes",
     "first_step_peak_bytes",
     "first_step_footprint_bytes",
     "first_step_live_bytes",

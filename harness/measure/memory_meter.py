@@ -4,7 +4,10 @@ Three figures per step, all from the same two readings so that they add up exact
 
 - ``retained_bytes``: resident bytes at the step's start above the baseline taken
   before the first step: what the framework keeps between steps (compiled per-op
-  executables, allocator pools, caches, optimizer state). One number per step.
+  executables, allocator pools, caches, optimizer state). One number per step, split
+  in ``retained_detail_bytes`` by the kind of page (``anon``: heap, pools, caches,
+  executables; ``file``: library code and data faulted in on first use; ``shmem``),
+  from the same reading, so the three add up to it.
 - ``peak_bytes[phase]``: the phase's high-water mark above the resident bytes *at the
   step's start*: what the step needs (the headline figure; peak / bound, "mem x ref",
   the colours, the gate and asv's PeakMemory use it).
@@ -31,6 +34,7 @@ class MemoryMeter:
     def _clear(self):
         self.peaks, self.live, self.traced = {}, {}, {}
         self.step_start = self.retained = None
+        self.retained_kinds = {}
 
     def start(self, label):
         """Start a fresh record of one step's figures (labels the timeline marks)."""
@@ -43,8 +47,10 @@ class MemoryMeter:
         # One reading of the resident bytes at the step's start: the step peaks are
         # measured from it, and retained is it minus the baseline, so footprint =
         # retained + peak holds exactly.
-        self.step_start = self.rss.current()
+        self.step_start, kinds = self.rss.current_with_kinds()
         self.retained = self.step_start - self.rss.baseline
+        base = self.rss.baseline_kinds
+        self.retained_kinds = {kind: value - base.get(kind, 0) for kind, value in kinds.items()}
         if self.device is not None:
             self.device.begin_step()
 
@@ -74,6 +80,7 @@ class MemoryMeter:
         peaks = phase_figures(self.peaks, max)
         return {
             "retained_bytes": self.retained,
+            "retained_detail_bytes": dict(self.retained_kinds),
             "peak_bytes": peaks,
             "footprint_bytes": footprint(self.retained, peaks),
             "live_bytes": dict(self.live),

@@ -18,12 +18,16 @@ import gc
 import re
 import tracemalloc
 
-_STATUS_FIELD = re.compile(r"^(VmRSS|VmHWM):\s+(\d+)\s+kB", re.MULTILINE)
+_STATUS_FIELD = re.compile(r"^(VmRSS|VmHWM|RssAnon|RssFile|RssShmem):\s+(\d+)\s+kB", re.MULTILINE)
+#: the kinds of resident pages VmRSS adds up (/proc/self/status): heap and other
+#: anonymous memory, file-backed pages (code and data of the libraries mapped, faulted
+#: in on first use), shared memory
+RSS_KINDS = {"anon": "RssAnon", "file": "RssFile", "shmem": "RssShmem"}
 _libc = None
 
 
 def status_bytes():
-    """{"VmRSS": bytes, "VmHWM": bytes} of this process."""
+    """{"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem": bytes} of this process."""
     with open("/proc/self/status", encoding="ascii") as handle:
         text = handle.read()
     return {key: int(kb) * 1024 for key, kb in _STATUS_FIELD.findall(text)}
@@ -72,10 +76,11 @@ class RssProbe:
         self.resettable = reset_hwm()
         self.method = "VmHWM after clear_refs" if self.resettable else "VmHWM without reset (clear_refs not writable)"
         self.baseline = None
+        self.baseline_kinds = {}
 
     def set_baseline(self):
         self.reset()
-        self.baseline = self.current()
+        self.baseline, self.baseline_kinds = self.current_with_kinds()
         return self.baseline
 
     def reset(self):
@@ -84,6 +89,11 @@ class RssProbe:
 
     def current(self):
         return status_bytes()["VmRSS"]
+
+    def current_with_kinds(self):
+        """(VmRSS, {anon, file, shmem}) from one reading: the kinds add up to VmRSS."""
+        status = status_bytes()
+        return status["VmRSS"], {kind: status.get(field, 0) for kind, field in RSS_KINDS.items()}
 
     def hwm(self):
         return status_bytes()["VmHWM"]

@@ -197,11 +197,13 @@ def memory_pass(job, marks):
     return {
         "status": "ok",
         "retained_bytes": steady["retained_bytes"],
+        "retained_detail_bytes": steady["retained_detail_bytes"],
         "peak_bytes": steady["peak_bytes"],
         "footprint_bytes": steady["footprint_bytes"],
         "live_bytes": steady["live_bytes"],
         "steady_samples": [{k: s[k] for k in STEP_FIGURES} for s in samples],
         "first_step_retained_bytes": first["retained_bytes"],
+        "first_step_retained_detail_bytes": first["retained_detail_bytes"],
         "first_step_peak_bytes": first["peak_bytes"],
         "first_step_footprint_bytes": first["footprint_bytes"],
         "first_step_live_bytes": first["live_bytes"],
@@ -219,7 +221,7 @@ def memory_pass(job, marks):
 
 
 #: the figures of one measured step kept per sample (the record's steady_samples)
-STEP_FIGURES = ("retained_bytes", "peak_bytes", "footprint_bytes")
+STEP_FIGURES = ("retained_bytes", "retained_detail_bytes", "peak_bytes", "footprint_bytes")
 
 
 def _traced_step(step, rss):

@@ -44,11 +44,15 @@ def render(record, scale):
     if scale <= 0:
         return ""
     x, body = 0.0, []
+    kinds = record.get("retained_detail_bytes") or {}
     for (label, value), (_, fill) in zip(split, SEGMENTS):
         if value is None or value <= 0:
             continue
         width = WIDTH * value / scale
-        body.append(svg.rect(x, 0, width, HEIGHT, fill, f"{label}: {human_bytes(value)}"))
+        title = f"{label}: {human_bytes(value)}"
+        if label == "retained" and kinds:  # which kind of page it is
+            title += " (" + ", ".join(f"{k} {human_bytes(v)}" for k, v in kinds.items() if v) + ")"
+        body.append(svg.rect(x, 0, width, HEIGHT, fill, title))
         x += width
     body.append(f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="none" stroke="#ccc"/>')
     unseen = [label for label, value in split if value is None]

@@ -21,12 +21,17 @@ class ScriptedRss:
 
     def __init__(self, baseline, readings):
         self.baseline, self.readings = baseline, list(readings)
+        self.baseline_kinds = {"anon": baseline - 4096, "file": 4096}
 
     def reset(self):
         pass
 
     def current(self):
         return self.readings.pop(0)
+
+    def current_with_kinds(self):  # 4 KiB of code pages mapped, the rest heap
+        value = self.readings.pop(0)
+        return value, {"anon": value - 4096, "file": 4096}
 
     def hwm(self):
         return self.readings.pop(0)
@@ -54,6 +59,7 @@ def test_step_peak_is_above_the_steps_start_and_footprint_adds_retained():
     # MiB above its start in forward and 25 MiB in backward.
     figures = measured_step(100 * MIB, 130 * MIB, 150 * MIB, 148 * MIB, 155 * MIB, 131 * MIB)
     assert figures["retained_bytes"] == 30 * MIB
+    assert figures["retained_detail_bytes"] == {"anon": 30 * MIB, "file": 0}
     assert figures["peak_bytes"] == {"forward": 20 * MIB, "backward": 25 * MIB, "total": 25 * MIB}
     assert figures["footprint_bytes"] == {"forward": 50 * MIB, "backward": 55 * MIB, "total": 55 * MIB}
     assert figures["live_bytes"] == {"after_forward": 18 * MIB, "after_backward": 1 * MIB}
