@@ -5,11 +5,16 @@ Set before the interpreter starts, because the libraries read them only then:
 - every pass: one thread count for every framework (harness/frameworks/threads.py:
   GRADMEM_THREADS, OMP/BLAS/XLA/TF pools) and the adapter's own ``environment``
   (e.g. JAX without GPU preallocation, PyTensor's compile cache);
-- the memory pass only: ``MALLOC_MMAP_THRESHOLD_=131072`` (a fixed threshold turns
+- the memory pass only: ``MALLOC_MMAP_THRESHOLD_=32768`` (a fixed threshold turns
   off glibc's dynamic one, so freed large buffers go back to the OS and a peak does
   not hide in memory the heap kept from earlier; with ``malloc_trim(0)`` before the
-  baseline it matched allocator-exact figures within 0.3 %, notes/memory.md Table 1)
-  and ``TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1`` (TF's oneDNN CPU allocator is a caching
+  baseline it matched allocator-exact figures within 0.3 %, notes/memory.md Table 1).
+  32 KiB, not glibc's 128 KiB: buffers between the two (rnn_fanout small's 32 KiB
+  hidden states) otherwise come from the heap, where how much of it a step touches
+  anew moved torch rnn_fanout's step peak between 4.9 and 6.3 MB from step to step
+  (torch's own allocator: 3.74 MB every step); mmapped, they measured 3.68-3.91 MB.
+  Costs at most one page per buffer of 32 KiB or more (12 % at 32 KiB, < 3 % above
+  128 KiB); smaller buffers stay on the heap, trimmed before each step. And ``TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1`` (TF's oneDNN CPU allocator is a caching
   pool that RSS cannot see through; memory.md section 6.4);
 - the time pass runs with glibc's default allocator behaviour, what users run: the
   memory settings cost 8-50 % in page faults (memory.md Table 5). Those variables
@@ -21,7 +26,7 @@ import os
 from harness.frameworks import threads
 
 MEMORY_SETTINGS = {
-    "MALLOC_MMAP_THRESHOLD_": "131072",
+    "MALLOC_MMAP_THRESHOLD_": "32768",
     "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1",
 }
 #: inherited variables that change what is measured, recorded when set (an explicit

@@ -27,7 +27,7 @@ import sys
 
 THREADS = "2"
 ENVIRONMENT = {
-    "MALLOC_MMAP_THRESHOLD_": "131072",  # freed large buffers go back to the OS
+    "MALLOC_MMAP_THRESHOLD_": "32768",  # buffers of 32 KiB or more are mmapped, freed to the OS
     "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1",  # TF's oneDNN pool would hide peaks from RSS
     "TF_CPP_MIN_LOG_LEVEL": "2",
     "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
