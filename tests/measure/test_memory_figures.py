@@ -132,3 +132,53 @@ def test_a_null_saved_figure_keeps_temporaries_null_with_the_reason():
     values, methods = breakdown.assemble(counted((None, "cannot see")), steady(30 * MIB, 21 * MIB))
     assert values["saved_activations"] is None and values["temporaries"] is None
     assert methods["saved_activations"] == "cannot see" and methods["temporaries"]
+
+
+class ScriptedAllocator:
+    """A device allocator probe: bytes allocated now, and the peak since reset()."""
+
+    peak_since_reset = True
+
+    def __init__(self):
+        self.now = self.top = 0
+
+    def reset(self):
+        self.top = self.now
+
+    def current_bytes(self):
+        return self.now
+
+    def peak_bytes(self):
+        return self.top
+
+    def allocate(self, nbytes):
+        self.now += nbytes
+        self.top = max(self.top, self.now)
+
+
+def test_the_device_meter_gives_the_same_three_figures_from_the_allocator():
+    from harness.measure.cuda import DeviceMeter
+
+    probe = ScriptedAllocator()
+    probe.allocate(100)  # params and inputs, before the baseline
+    meter = DeviceMeter(probe)
+    meter.set_baseline()
+    probe.allocate(30)  # kept from the first step (a cuBLAS workspace, say)
+    meter.start()
+    meter.begin_step()
+    meter.begin("forward")
+    probe.allocate(50)
+    meter.end("forward")
+    meter.begin("backward")
+    probe.allocate(20)
+    probe.allocate(-60)
+    meter.end("backward")
+    figures = meter.figures()
+    assert figures["retained_bytes"] == 30
+    assert figures["peak_bytes"] == {"forward": 50, "backward": 70, "total": 70}
+    assert figures["footprint_bytes"] == {"forward": 80, "backward": 100, "total": 100}
+    record = fixture_record(device_memory=figures)
+    results.validate(record)  # the schema checks the device's sum too
+    record["device_memory"]["footprint_bytes"]["total"] += 1
+    with pytest.raises(results.SchemaError, match="device_memory.footprint_bytes"):
+        results.validate(record)
