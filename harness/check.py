@@ -104,12 +104,15 @@ def plan(names, fw_names, size, dtypes, modes, seed):
             skipped.append((fw, "all", reason))
             continue
         wanted = []
+        fw_dtypes = [d for d in dtypes if d in adapter.dtypes]
+        if fw != REFERENCE:
+            skipped += [(fw, "all", adapter.dtype_reason(d)) for d in dtypes if d not in adapter.dtypes]
         for mode in modes:
             if mode not in adapter.modes:
                 if fw in fw_names:
                     skipped.append((fw, mode, f"{fw} has no {mode} mode (modes: {', '.join(adapter.modes)})"))
                 continue
-            wanted += [(name, mode, dtype) for name in names for dtype in dtypes]
+            wanted += [(name, mode, dtype) for name in names for dtype in fw_dtypes]
         if fw == REFERENCE:
             truth = [(name, "eager", dtype) for name in names for dtype in dtypes]
             cells[fw] = [_cell("truth", n, size, d, m, seed, upcast=True) for n, m, d in truth]

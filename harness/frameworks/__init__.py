@@ -17,6 +17,9 @@ ADAPTERS = {
     "jax": "harness.frameworks.jax:JaxAdapter",
     "tensorflow": "harness.frameworks.tensorflow:TensorflowAdapter",
     "pytensor": "harness.frameworks.pytensor:PytensorAdapter",
+    "mlx": "harness.frameworks.mlx:MlxAdapter",
+    "tinygrad": "harness.frameworks.tinygrad:TinygradAdapter",
+    "paddle": "harness.frameworks.paddle:PaddleAdapter",
 }
 NAMES = tuple(ADAPTERS)
 

@@ -38,6 +38,10 @@ class Adapter:
     distributions = ()
     #: modes this adapter implements, a subset of harness.choices.MODES
     modes = ("eager",)
+    #: dtypes this adapter computes correctly; a cell in another is unavailable, with
+    #: `dtype_note` as the reason (MLX's CPU float64 is partial)
+    dtypes = ("float64", "float32")
+    dtype_note = ""
     #: what "compiled" means here, for the docs and `list` (e.g. "jax.jit")
     compiled_as = ""
     #: remat strategies load() accepts, spelled as on the command line ("native",
@@ -67,6 +71,16 @@ class Adapter:
 
     def check_mode(self, mode):
         return check_choice(f"{self.name} mode", mode, self.modes)
+
+    def check_dtype(self, dtype):
+        """Unavailable (naming the dtypes it has, and why) when `dtype` is not in `dtypes`."""
+        if dtype not in self.dtypes:
+            raise Unavailable(self.dtype_reason(dtype))
+        return dtype
+
+    def dtype_reason(self, dtype):
+        why = f": {self.dtype_note}" if self.dtype_note else ""
+        return f"{self.name} has no {dtype} here (its dtypes: {', '.join(self.dtypes)}){why}"
 
     def check_remat(self, remat):
         """The parsed (strategy, arg) of `remat` if this adapter offers it.

@@ -76,6 +76,8 @@ def unavailable_reason(cell, adapter):
         return reason
     if cell["mode"] not in adapter.modes:
         return f"{adapter.name} has no {cell['mode']!r} mode (its modes: {', '.join(adapter.modes)})"
+    if cell["dtype"] not in getattr(adapter, "dtypes", (cell["dtype"],)):
+        return adapter.dtype_reason(cell["dtype"])
     strategy = cell.get("remat") or "none"
     offered = getattr(adapter, "remats", ("none",))
     if not remat_offers(offered, strategy):

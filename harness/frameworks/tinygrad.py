@@ -1,0 +1,248 @@
+"""tinygrad: the op set on ``tinygrad.Tensor``; lazy eager and ``TinyJit``.
+
+tinygrad is lazy all the way: an op records a node, ``realize`` schedules the graph
+into kernels (fusing elementwise chains, and recomputing cheap values instead of
+storing them), renders them as C and builds them with ``clang`` on the CPU device. It
+has no checkpoint API: what to keep and what to recompute is its scheduler's choice,
+which is the memory behaviour this row shows.
+
+Ops map one to one, NCHW/OIHW like the contract: ``Tensor.conv2d``, ``max_pool2d``
+(stride = size, ragged edges dropped), ``interpolate(mode="nearest")``, tensor
+indexing ``x[idx]`` for ``take`` (what ``nn.Embedding`` does), ``logsumexp``,
+``softmax``, ``cumsum``, ``Tensor.where``, ``cat``, ``stack``. Binary elementwise ops
+are the Python operators; a Python number never changes a tensor's dtype.
+
+The gradient step realises the loss and **every** gradient in one ``Tensor.realize``
+call, as tinygrad's own training loops do: realising them one at a time schedules the
+shared forward again for each (the notes measured 10x the time, 2.5x the memory).
+
+Modes:
+
+- ``"eager"``: the lazy graph of the step, scheduled and run at the ``realize``.
+  Kernels are compiled by clang on first use (seconds per workload) and kept in
+  tinygrad's disk cache (``~/.cache/tinygrad/cache.db``; ``CACHEDB`` moves it), as
+  Inductor's cache is for torch.compile.
+- ``"compiled"``: ``TinyJit`` around the step: the first call runs eagerly, the second
+  captures the kernels and buffers, later calls replay the captured kernels with no
+  Python scheduling. Its output tensors live in the JIT's own buffers, which the next
+  call overwrites: the harness reads them before calling again.
+
+``split_vjp``: None, the phases are measured together: there is no forward to run
+apart (nothing runs before ``realize``), and realising the loss first would make the
+scheduler keep or recompute differently.
+
+Memory: tinygrad's CPU allocator keeps freed buffers in an LRU cache for reuse. The
+worker takes its baseline before the first step and measures every step against it,
+so what that cache holds between steps counts against tinygrad, as RSS shows it
+(nothing large is cached before the baseline: only the runtime warm-up's 4x4 arrays).
+Kernels compiled in the first step stay loaded (their code is counted too).
+
+clang: tinygrad's CPU device compiles its own start-up programs with ``$CC`` (default
+``clang``) using clang-only flags; without it the device fails with "no usable
+devices". ``available()`` says so; ``make setup``/``make test`` run
+tools/ensure_clang.sh, which installs Debian's clang as root.
+
+Threads: ``NUM_CPU_THREADS`` (the CPU device's kernel threads) from GRADMEM_THREADS.
+
+Optimizer: the base class's functional SGD/Adam on the op set, realised by ``sync``
+(``tinygrad.nn.optim`` updates tensors in place through their ``.grad``).
+"""
+
+import os
+import shutil
+import types
+
+from harness.choices import check_choice
+from harness.frameworks import remat as remat_lib
+from harness.frameworks import threads
+from harness.frameworks.base import Adapter, Unavailable
+
+
+class TinygradAdapter(Adapter):
+    name = "tinygrad"
+    module = "tinygrad"
+    distributions = ("tinygrad",)
+    modes = ("eager", "compiled")
+    compiled_as = "TinyJit(step): kernels captured on the 2nd call, replayed without Python scheduling"
+    remats = ("none",)
+    environment = {}
+
+    def __init__(self):
+        self._settings = {}
+        self.device = "cpu"
+
+    def available(self):
+        ok, reason = super().available()
+        if not ok:
+            return ok, reason
+        compiler = os.environ.get("CC", "clang")
+        if shutil.which(compiler) is None:
+            return False, (f"tinygrad's CPU device needs the {compiler!r} binary, which is not on PATH "
+                           "(apt-get install clang; tools/ensure_clang.sh does it as root)")
+        return True, ""
+
+    # ---- in the worker -------------------------------------------------------------
+    def load(self, device="cpu", mode="eager", remat="none"):
+        check_choice("tinygrad device", device, ("cpu", "cuda"))
+        self.check_mode(mode)
+        self.check_remat(remat)
+        ok, reason = self.available()
+        if not ok:
+            raise Unavailable(reason)
+        count = threads.thread_count()
+        from tinygrad import Device, helpers
+
+        helpers.NUM_CPU_THREADS.value = count
+        if device == "cuda":
+            _use_cuda_or_raise(Device, helpers)
+        else:
+            helpers.DEV.value = "CPU"
+        self.device = device
+        self._settings = {
+            "threads": count,
+            "tinygrad NUM_CPU_THREADS": helpers.NUM_CPU_THREADS.value,
+            "tinygrad device": Device.DEFAULT,
+            "CC": os.environ.get("CC", "clang"),
+            "kernel cache": str(helpers.CACHEDB),
+            "evaluation": "one Tensor.realize(loss, *grads) per step",
+            "remat": "none (tinygrad has no checkpoint API; its scheduler decides what to recompute)",
+        }
+        self.ops = _make_ops()
+        return self
+
+    def settings(self):
+        return dict(self._settings)
+
+    def devices(self):
+        found = ["cpu"]
+        if _nvidia_device_nodes():
+            from tinygrad import Device
+
+            try:
+                Device["CUDA"]
+                found.append("cuda")
+            except Exception:  # noqa: BLE001 - any failure to open it means no CUDA here
+                pass
+        return found
+
+    def from_numpy(self, tree, device="cpu"):
+        from tinygrad import Tensor
+
+        return {k: Tensor(v).realize() for k, v in tree.items()}
+
+    def to_numpy(self, tree):
+        if isinstance(tree, dict):
+            return {k: self.to_numpy(v) for k, v in tree.items()}
+        return tree.numpy()
+
+    def sync(self, tree):
+        from tinygrad import Tensor
+
+        tensors = list(tree.values()) if isinstance(tree, dict) else [tree]
+        tensors = [t for t in tensors if isinstance(t, Tensor)]
+        if tensors:
+            Tensor.realize(*tensors)
+        return tree
+
+    def value_and_grad(self, loss_fn, mode="eager"):
+        self.check_mode(mode)
+        from tinygrad import Tensor, TinyJit
+
+        ops = self.ops
+
+        def step(params, inputs):
+            names = list(params)
+            loss = loss_fn(ops, params, inputs)
+            grads = loss.gradient(*(params[k] for k in names))
+            Tensor.realize(loss, *grads)  # one schedule for the loss and every gradient
+            return loss, dict(zip(names, grads))
+
+        if mode == "compiled":
+            return _jitted(step, TinyJit)
+        return step
+
+    # ---- CUDA (tinygrad's CUDA device; not run here) -------------------------------
+    def device_memory_probe(self, device):
+        return None  # tinygrad has no peak counter (GlobalCounters.mem_used is current bytes only)
+
+
+def _jitted(step, TinyJit):
+    """TinyJit over flat tensor arguments (it tracks the tensors of its positional
+    arguments), rebuilt into the step's dicts inside."""
+    state = {}
+
+    def flat_step(*tensors):
+        params = dict(zip(state["params"], tensors[: len(state["params"])]))
+        inputs = dict(zip(state["inputs"], tensors[len(state["params"]) :]))
+        loss, grads = step(params, inputs)
+        return loss, *grads.values()
+
+    jit = TinyJit(flat_step)
+
+    def run(params, inputs):
+        state["params"], state["inputs"] = list(params), list(inputs)
+        loss, *grads = jit(*params.values(), *inputs.values())
+        return loss, dict(zip(state["params"], grads))
+
+    return run
+
+
+def _use_cuda_or_raise(Device, helpers):
+    try:
+        Device["CUDA"]
+    except Exception as err:  # noqa: BLE001
+        raise Unavailable(f"tinygrad cannot open its CUDA device here: {type(err).__name__}: {err}") from err
+    helpers.DEV.value = "CUDA"
+
+
+def _nvidia_device_nodes():
+    import glob
+
+    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
+
+
+# ---- the op set -------------------------------------------------------------------------
+def _make_ops():
+    from tinygrad import Tensor
+
+    def take(x, indices, axis=0):
+        axis = axis % x.ndim
+        return x[(slice(None),) * axis + (indices,)]
+
+    def where(cond, x, y):
+        return cond.where(x, y)
+
+    return types.SimpleNamespace(
+        add=lambda x, y: x + y,
+        sub=lambda x, y: x - y,
+        mul=lambda x, y: x * y,
+        div=lambda x, y: x / y,
+        neg=lambda x: -x,
+        exp=Tensor.exp,
+        log=Tensor.log,
+        sqrt=Tensor.sqrt,
+        tanh=Tensor.tanh,
+        sigmoid=Tensor.sigmoid,
+        relu=Tensor.relu,
+        sin=Tensor.sin,
+        cos=Tensor.cos,
+        matmul=Tensor.matmul,
+        sum=lambda x, axis=None, keepdims=False: x.sum(axis=axis, keepdim=keepdims),
+        mean=lambda x, axis=None, keepdims=False: x.mean(axis=axis, keepdim=keepdims),
+        max=lambda x, axis=None, keepdims=False: x.max(axis=axis, keepdim=keepdims),
+        reshape=lambda x, shape: x.reshape(tuple(shape)),
+        permute_dims=lambda x, axes: x.permute(tuple(axes)),
+        concat=lambda xs, axis=0: Tensor.cat(*xs, dim=axis),
+        stack=lambda xs, axis=0: Tensor.stack(*xs, dim=axis),
+        getitem=lambda x, key: x[key],
+        take=take,
+        where=where,
+        softmax=lambda x, axis=-1: x.softmax(axis=axis),
+        logsumexp=lambda x, axis=-1, keepdims=False: x.logsumexp(axis=axis, keepdim=keepdims),
+        conv2d=lambda x, w, stride=1, padding=0: x.conv2d(w, stride=stride, padding=padding),
+        max_pool2d=lambda x, size=2: x.max_pool2d((size, size), stride=size),
+        upsample2d=lambda x, scale=2: x.interpolate((x.shape[2] * scale, x.shape[3] * scale), mode="nearest"),
+        cumsum=lambda x, axis: x.cumsum(axis=axis),
+        checkpoint=remat_lib.checkpoint,
+        chain=remat_lib.chain,
+    )
