@@ -34,7 +34,7 @@ import sys
 import tempfile
 
 WORKLOADS = ["chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention", "shared_linear"]
-FRAMEWORKS = ["reference", "autograd", "torch", "jax", "tensorflow", "pytensor"]
+FRAMEWORKS = ["reference", "autograd", "torch", "jax", "tensorflow", "pytensor", "mlx", "tinygrad", "paddle"]
 DEVICES = ["cpu", "cuda"]
 MODES = ["eager", "compiled"]
 SIZES = ["tiny", "small", "paper"]

@@ -31,6 +31,9 @@ ceil(sqrt(n)) segments of a ``chain`` goes through
   notes measured it *raising* the peak 1.7-1.9x where the reentrant one lowers it: it
   is offered so the checkpointing matrix shows it.
 
+Eager only: under ``to_static`` the SOT translator fails on recompute inside the chain's
+segment closures (``COMPILED_REMAT``), so a compiled cell with a remat is unavailable.
+
 Memory: Paddle has no CPU memory API ("not supported in CPU PaddlePaddle"); its CPU
 allocator (``auto_growth``) hands freed blocks back (4096^2 float32 tensors: RSS back
 within 6 MiB of the start), so RSS sees its peaks. No allocator setting is changed.
@@ -52,6 +55,11 @@ from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
 from harness.frameworks.base import Adapter, Unavailable
 
+COMPILED_REMAT = (
+    "paddle.jit.to_static does not translate fleet recompute inside the chain's segment functions "
+    "(paddle 3.3.1 SOT: InnerError \"'function' object has no attribute 'cell_contents'\", and a segfault "
+    "in a process that had translated other graphs): paddle's remat is measured eager only"
+)
 REMAT_NOTES = {
     "none": "none",
     "native": "native (fleet.utils.recompute, use_reentrant=True)",
@@ -79,6 +87,8 @@ class PaddleAdapter(Adapter):
         check_choice("paddle device", device, ("cpu", "cuda"))
         self.check_mode(mode)
         remat = remat_lib.format_remat(*self.check_remat(remat))
+        if mode == "compiled" and remat != "none":
+            raise Unavailable(COMPILED_REMAT)
         for key, value in self.environment.items():
             os.environ.setdefault(key, value)
         import paddle

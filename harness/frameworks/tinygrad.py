@@ -128,7 +128,12 @@ class TinygradAdapter(Adapter):
     def from_numpy(self, tree, device="cpu"):
         from tinygrad import Tensor
 
-        return {k: Tensor(v).realize() for k, v in tree.items()}
+        # A 0-d Tensor made from NumPy is a CONST node, not a buffer, and tinygrad
+        # hash-conses nodes: two scalar params of equal value became one node and got
+        # the sum of both gradients (and TinyJit refuses a const input). A 1-element
+        # buffer viewed as 0-d is a real, separate leaf.
+        return {k: Tensor(v.reshape(1)).realize().reshape(()) if v.ndim == 0 else Tensor(v).realize()
+                for k, v in tree.items()}
 
     def to_numpy(self, tree):
         if isinstance(tree, dict):

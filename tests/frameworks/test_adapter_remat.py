@@ -1,4 +1,5 @@
-"""Remat in the framework adapters (torch, jax, tensorflow, autograd, pytensor): every
+"""Remat in the framework adapters (torch, jax, tensorflow, autograd, pytensor, mlx,
+tinygrad, paddle): every
 strategy an adapter offers gives the value and gradients of remat "none" on every
 workload that marks segments, it really recomputes, "none" is the plain op set, and a
 strategy it lacks or a malformed one is a clear error. (The reference engine's remat
@@ -15,12 +16,20 @@ from harness.choices import ChoiceError
 from harness.frameworks import remat
 from harness.frameworks.base import Unavailable
 
-ADAPTERS = ("torch", "jax", "tensorflow", "autograd", "pytensor")
+ADAPTERS = ("torch", "jax", "tensorflow", "autograd", "pytensor", "mlx", "tinygrad", "paddle")
 SEGMENTED = workloads.with_segments()
 
 
 def _installed(name):
-    return importlib.util.find_spec(frameworks.get(name).module) is not None
+    return importlib.util.find_spec(frameworks.get(name).module) is not None and frameworks.get(name).available()[0]
+
+
+def _dtype(name):
+    """float64 where the adapter has it (equal up to rounding), else float32 (MLX)."""
+    return "float64" if "float64" in frameworks.get(name).dtypes else "float32"
+
+
+RTOL = {"float64": 1e-12, "float32": 1e-5}
 
 
 def _params(with_remats):
@@ -169,12 +178,14 @@ SLOW = {("jax", "unet"): "jax eager unet compiles for ~25 s; same checkpoint pat
 def test_native_remat_gives_the_values_and_gradients_of_none(name, remat_name, workload):
     if (name, workload) in SLOW:
         pytest.skip(SLOW[name, workload])
-    problem = workloads.build(workload, "tiny", "float64")
+    dtype = _dtype(name)
+    problem = workloads.build(workload, "tiny", dtype)
     # Same ops in the same order, recomputed: equal up to summation-order rounding.
-    assert_same(run(loaded(name, remat_name=remat_name), problem), run(loaded(name), problem), rtol=1e-12)
+    assert_same(run(loaded(name, remat_name=remat_name), problem), run(loaded(name), problem), rtol=RTOL[dtype])
 
 
-COMPILED = [p for p in NAME_REMATS if p.values[0] in ("torch", "jax", "tensorflow")]
+# paddle: remat is eager only (to_static fails on recompute: paddle.py COMPILED_REMAT)
+COMPILED = [p for p in NAME_REMATS if p.values[0] in ("torch", "jax", "tensorflow", "mlx")]
 
 
 @pytest.mark.parametrize("name, remat_name", COMPILED)
@@ -204,15 +215,15 @@ def _counting_loss(counts):
     return loss
 
 
-def _counting_problem():
+def _counting_problem(dtype="float64"):
     rng = np.random.default_rng(0)
-    params = {k: rng.standard_normal((3, 3)) / 2 for k in ("a", "b", "w")}
-    return params, {"x": rng.standard_normal((2, 3))}
+    params = {k: (rng.standard_normal((3, 3)) / 2).astype(dtype) for k in ("a", "b", "w")}
+    return params, {"x": rng.standard_normal((2, 3)).astype(dtype)}
 
 
 @pytest.mark.parametrize("name, remat_name", [p for p in NAME_REMATS if p.values[0] != "jax"])
 def test_native_remat_runs_the_segments_again_in_the_backward_pass(name, remat_name):
-    params, inputs = _counting_problem()
+    params, inputs = _counting_problem(_dtype(name))
     for r in ("none", remat_name):
         adapter, counts = loaded(name, remat_name=r), {"segment": 0, "step": 0}
         adapter.value_and_grad(_counting_loss(counts))(adapter.from_numpy(params), adapter.from_numpy(inputs))

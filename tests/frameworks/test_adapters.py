@@ -42,6 +42,17 @@ from harness.workloads import build
 SLOW_MODES = {
     ("torch", "compiled"): "torch.compile of the all-op loss takes ~1 min; only chained_dot runs compiled",
     ("pytensor", "compiled"): "C compile of the all-op loss takes ~5 min on an empty cache; only chained_dot runs",
+    # measured with the machine shared (load 8-11): mx.compile's g++ build of the fused
+    # all-op step 157 s; TinyJit replays the kernels the eager test compiles; to_static
+    # 41 s (float64) + 17 s (float32). Each passed the op test when run by hand.
+    ("mlx", "compiled"): "g++ build of the all-op loss under mx.compile takes ~2.5 min; only chained_dot runs",
+    ("tinygrad", "compiled"): "TinyJit captures the eager kernels (tested eager); only chained_dot runs",
+    ("paddle", "compiled"): "to_static of the all-op loss takes ~1 min; only chained_dot runs",
+}
+# (adapter, mode) -> why the all-op test runs in float32 only there
+FLOAT32_ONLY = {
+    ("tinygrad", "eager"): "tinygrad schedules the all-op graph for ~40 s CPU per dtype; float64 is checked per "
+                           "workload against the reference (tests/test_check.py)",
 }
 
 
@@ -87,6 +98,13 @@ def loaded(name, mode):
 def not_slow(name, mode):
     if (name, mode) in SLOW_MODES:
         pytest.skip(SLOW_MODES[name, mode])
+
+
+def has_dtype(name, dtype):
+    """Skip, with the adapter's reason, a dtype it does not offer (MLX: float32 only)."""
+    adapter = frameworks.get(name)
+    if dtype not in adapter.dtypes:
+        pytest.skip(adapter.dtype_reason(dtype))
 
 
 # ---- the op set in NumPy: the semantics harness/ops.py states -----------------------
@@ -275,6 +293,9 @@ def test_implements_every_op(name, mode):
 @pytest.mark.parametrize("name, mode", NAME_MODES)
 def test_every_op_matches_numpy_value_gradient_and_dtype(name, mode, dtype):
     not_slow(name, mode)
+    has_dtype(name, dtype)
+    if dtype != "float32" and (name, mode) in FLOAT32_ONLY:
+        pytest.skip(FLOAT32_ONLY[name, mode])
     adapter = loaded(name, mode)
     params, inputs = all_ops_problem(dtype)
     step = adapter.value_and_grad(all_ops_loss, mode)
@@ -319,6 +340,7 @@ def chained_dot_gradient(x, z, L):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("name, mode", NAME_MODES)
 def test_value_and_grad_of_chained_dot_matches_the_chain_rule(name, mode, dtype):
+    has_dtype(name, dtype)
     adapter = loaded(name, mode)
     problem = build("chained_dot", "tiny", dtype)
     x, z = (a.astype("float64") for a in (problem.params["x"], problem.inputs["z"]))
