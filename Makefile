@@ -30,7 +30,10 @@ $(ASSETS): tools/asv_site_assets.json $(STAMP)
 	$(PY) tools/asv_site.py vendor
 	touch $@
 
+# tinygrad's CPU device needs the clang binary (Debian's package; installed when missing,
+# as root; otherwise the tinygrad row is unavailable, saying so).
 run: $(STAMP)
+	bash tools/ensure_clang.sh
 	$(PY) -m harness run --size small --out $(OUT)/cpu-small.jsonl
 	$(PY) -m harness report $(OUT)/cpu-small.jsonl --out $(OUT)/report
 
@@ -43,4 +46,5 @@ $(WHEELS)/.filled: $(STAMP)
 # shares one cache.
 test: $(STAMP) $(WHEELS)/.filled $(ASSETS)
 	bash tools/ensure_chromium.sh
+	bash tools/ensure_clang.sh
 	PYTENSOR_FLAGS=base_compiledir=$$HOME/.cache/gradmem/pytensor $(PY) -m pytest

@@ -123,3 +123,15 @@ def test_paddle_remat_compiled_is_unavailable_with_the_reason():
     with pytest.raises(Unavailable) as err:
         frameworks.get("paddle").load("cpu", "compiled", "native")
     assert str(err.value) == COMPILED_REMAT and "eager only" in COMPILED_REMAT
+
+
+def test_check_plans_mlx_in_float32_and_lists_float64_as_skipped_with_why():
+    from harness import check
+
+    planned, skipped = check.plan(["chained_dot"], ["mlx"], "tiny", ["float64", "float32"], ["eager"], 0)
+    reasons = [reason for fw, _, reason in skipped if fw == "mlx"]
+    if not frameworks.get("mlx").available()[0]:
+        assert reasons  # not installed: skipped, saying why
+        return
+    assert [c["dtype"] for c in planned["mlx"]] == ["float32"]
+    assert len(reasons) == 1 and "no float64" in reasons[0] and "Convolution" in reasons[0]
