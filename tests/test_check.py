@@ -42,10 +42,21 @@ def available(name):
     return adapter.available()
 
 
+# tinygrad eager on a subset: its first call builds every kernel with clang, and its
+# Python scheduler is slow on the convolutional workloads (tiny, machine shared: first
+# call 6-12 s on these two, 160 s on unet float64, steady 3.8 s there); the CLI check
+# (`--framework tinygrad`) covers every pair.
+EAGER_SUBSET = {"tinygrad": ("chained_dot", "rnn_fanout")}
+
+
 @pytest.fixture(scope="module")
 def eager_rows(tmp_path_factory):
-    rows, skipped = check.run_check(workloads.NAMES, frameworks.NAMES, "tiny", ["float64", "float32"], ["eager"],
-                                    "cpu", 0, 600, str(tmp_path_factory.mktemp("eager")))
+    out = str(tmp_path_factory.mktemp("eager"))
+    args = ("tiny", ["float64", "float32"], ["eager"], "cpu", 0, 600, out)
+    rows, skipped = check.run_check(workloads.NAMES, [f for f in frameworks.NAMES if f not in EAGER_SUBSET], *args)
+    for fw, subset in EAGER_SUBSET.items():
+        fw_rows, fw_skipped = check.run_check(list(subset), [fw], *args)
+        rows, skipped = rows + [r for r in fw_rows if r.framework == fw], skipped + fw_skipped
     return {(r.workload, r.framework, r.mode, r.dtype): r for r in rows}, skipped
 
 
@@ -58,7 +69,7 @@ def compiled_rows(tmp_path_factory):
     rows, skipped = rows + torch_rows, skipped + torch_skipped
     for fw, subset in NEW_ROWS_COMPILED_SUBSET.items():
         fw_rows, fw_skipped = check.run_check(list(subset), [fw], *args, out)
-        rows, skipped = rows + fw_rows, skipped + fw_skipped
+        rows, skipped = rows + [r for r in fw_rows if r.framework == fw], skipped + fw_skipped
     return {(r.workload, r.framework, r.mode, r.dtype): r for r in rows}, skipped
 
 
@@ -82,6 +93,8 @@ def assert_agrees(rows, workload, framework, mode, dtypes=("float64", "float32")
 @pytest.mark.parametrize("framework", frameworks.NAMES)
 @pytest.mark.parametrize("workload", workloads.NAMES)
 def test_eager_gradient_agrees_with_the_reference(eager_rows, workload, framework):
+    if workload not in EAGER_SUBSET.get(framework, (workload,)):
+        pytest.skip(f"{framework} eager runs {', '.join(EAGER_SUBSET[framework])} here (see EAGER_SUBSET)")
     assert_agrees(eager_rows[0], workload, framework, "eager")
 
 
