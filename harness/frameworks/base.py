@@ -29,6 +29,13 @@ class Unavailable(RuntimeError):
     """The framework, mode or device cannot run here; the message says why."""
 
 
+def nvidia_device_nodes():
+    """True when the NVIDIA driver exposes a GPU (checked without importing a framework)."""
+    import glob
+
+    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
+
+
 class Adapter:
     #: registry key, e.g. "torch"
     name = ""

@@ -55,14 +55,13 @@ Optimizer: the base class's functional SGD/Adam on the op set (``mlx.optimizers.
 defaults to no bias correction, a different update from the other rows').
 """
 
-import importlib.metadata
 import importlib.util
 import types
 
 from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, Unavailable
+from harness.frameworks.base import Adapter, Unavailable, nvidia_device_nodes
 
 #: the distributions that give the ``mlx`` front end a backend on Linux
 BACKENDS = ("mlx-cpu", "mlx-cuda12", "mlx-cuda13", "mlx-metal")
@@ -130,7 +129,7 @@ class MlxAdapter(Adapter):
 
     def devices(self):
         found = ["cpu"]
-        if _nvidia_device_nodes() and importlib.util.find_spec("mlx") is not None:
+        if nvidia_device_nodes() and importlib.util.find_spec("mlx") is not None:
             import mlx.core as mx
 
             if _cuda_available(mx):
@@ -227,11 +226,6 @@ def _use_cuda_or_raise(mx):
         )
     mx.set_default_device(mx.gpu)
 
-
-def _nvidia_device_nodes():
-    import glob
-
-    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
 
 
 # ---- the op set -------------------------------------------------------------------------

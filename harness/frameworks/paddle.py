@@ -46,14 +46,13 @@ updates parameters created as ``paddle.create_parameter``, not the plain tensors
 step differentiates).
 """
 
-import functools
 import os
 import types
 
 from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, Unavailable
+from harness.frameworks.base import Adapter, Unavailable, nvidia_device_nodes
 
 COMPILED_REMAT = (
     "paddle.jit.to_static does not translate fleet recompute inside the chain's segment functions "
@@ -118,7 +117,7 @@ class PaddleAdapter(Adapter):
 
     def devices(self):
         found = ["cpu"]
-        if _nvidia_device_nodes():  # cheap: no GPU node, no paddle import
+        if nvidia_device_nodes():  # cheap: no GPU node, no paddle import
             import paddle
 
             try:
@@ -235,11 +234,6 @@ def _cuda_place_or_raise(paddle):
         raise Unavailable("paddle is a CUDA build, but it sees no GPU")
     return "gpu:0"
 
-
-def _nvidia_device_nodes():
-    import glob
-
-    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
 
 
 def _leaf(tensor):

@@ -55,7 +55,7 @@ import types
 from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, Unavailable
+from harness.frameworks.base import Adapter, Unavailable, nvidia_device_nodes
 
 
 class TinygradAdapter(Adapter):
@@ -115,7 +115,7 @@ class TinygradAdapter(Adapter):
 
     def devices(self):
         found = ["cpu"]
-        if _nvidia_device_nodes():
+        if nvidia_device_nodes():
             from tinygrad import Device
 
             try:
@@ -199,11 +199,6 @@ def _use_cuda_or_raise(Device, helpers):
         raise Unavailable(f"tinygrad cannot open its CUDA device here: {type(err).__name__}: {err}") from err
     helpers.DEV.value = "CUDA"
 
-
-def _nvidia_device_nodes():
-    import glob
-
-    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
 
 
 # ---- the op set -------------------------------------------------------------------------
