@@ -15,6 +15,7 @@ from harness import frameworks, workloads
 from harness.choices import ChoiceError
 from harness.frameworks import remat
 from harness.frameworks.base import Unavailable
+from own_process import OWN_PROCESS, in_this_process
 
 ADAPTERS = ("torch", "jax", "tensorflow", "autograd", "pytensor", "mlx", "tinygrad", "paddle")
 SEGMENTED = workloads.with_segments()
@@ -37,6 +38,8 @@ def _params(with_remats):
     out = []
     for name in ADAPTERS:
         mark = () if _installed(name) else (pytest.mark.skip(reason=f"{name} is not installed"),)
+        if not in_this_process(name):
+            mark = (pytest.mark.skip(reason=OWN_PROCESS[name]),)
         if not with_remats:
             out.append(pytest.param(name, id=name, marks=mark))
             continue

@@ -32,6 +32,7 @@ from harness.choices import ChoiceError
 from harness.frameworks import remat, threads
 from harness.frameworks.base import Unavailable
 from harness.workloads import build
+from own_process import OWN_PROCESS, in_this_process
 
 # (adapter, mode) -> why only the small tests (chained_dot, split_vjp) run there: their
 # compile of the all-op loss is too slow for the suite. Measured on this 2-core machine:
@@ -62,6 +63,8 @@ def _adapter_status(name):
     module_name = frameworks.ADAPTERS[name].split(":")[0]
     if importlib.util.find_spec(module_name) is None:
         return None, f"{module_name} is not written yet"
+    if not in_this_process(name):
+        return None, OWN_PROCESS[name]
     adapter = frameworks.get(name)
     ok, reason = adapter.available()
     return (adapter, "") if ok else (None, f"{name} unavailable: {reason}")

@@ -11,9 +11,12 @@ import pytest
 from harness import frameworks, workloads
 from harness.frameworks.base import Unavailable
 from harness.measure import cells
+from own_process import OWN_PROCESS, in_this_process
 
 
 def _needs(name):
+    if not in_this_process(name):
+        pytest.skip(OWN_PROCESS[name])
     adapter = frameworks.get(name)
     ok, reason = adapter.available()
     if not ok:
@@ -39,7 +42,7 @@ def test_mlx_float32_sum_is_still_naive():
     # not widened for it (mlx.py). This keeps the upstream behaviour in sight: a sum of
     # 2^20 float32 values adds one at a time (error ~ n * eps / 2 worst case), where
     # NumPy's pairwise float32 sum stays near eps * log2(n). When MLX fixes it, this
-    # fails and the note in mlx.py and docs/frameworks.md goes.
+    # fails and the note in mlx.py and docs/frameworks.md go.
     _needs("mlx")
     import mlx.core as mx
 
@@ -110,8 +113,7 @@ def test_tinygrad_realizes_loss_and_every_gradient_in_one_schedule(monkeypatch):
 
 # ---- PaddlePaddle ------------------------------------------------------------------------
 def test_paddle_offers_both_recompute_variants_and_records_which():
-    adapter = frameworks.get("paddle")
-    assert adapter.remats == ("none", "native", "native:hooks")
+    assert frameworks.get("paddle").remats == ("none", "native", "native:hooks")
     _needs("paddle")
     assert "use_reentrant=True" in frameworks.get("paddle").load("cpu", "eager", "native").settings()["remat"]
     assert "use_reentrant=False" in frameworks.get("paddle").load("cpu", "eager", "native:hooks").settings()["remat"]
@@ -120,6 +122,7 @@ def test_paddle_offers_both_recompute_variants_and_records_which():
 def test_paddle_remat_compiled_is_unavailable_with_the_reason():
     from harness.frameworks.paddle import COMPILED_REMAT
 
+    _needs("paddle")
     with pytest.raises(Unavailable) as err:
         frameworks.get("paddle").load("cpu", "compiled", "native")
     assert str(err.value) == COMPILED_REMAT and "eager only" in COMPILED_REMAT
