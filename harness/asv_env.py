@@ -12,9 +12,11 @@ and the installed versions of the packages in asv.conf.json's matrix,
 and stores those as the results' keys ("python": "3.11", "torch": "2.13.0+cpu", ...):
 the same on every machine with the same Python and framework versions, so two
 machines' results sit side by side in one publish and a commit recorded twice lands in
-one file. The versions are read from the interpreter itself (importlib.metadata), not
-copied from the matrix, so a name never claims a version that is not installed; a
-matrix package that is not installed is left out of the name (with a warning).
+one file (asv names that file by the md5 of the name once the name reaches 128
+characters, as it does with the nine frameworks; the name stays in the file). The
+versions are read from the interpreter itself (importlib.metadata), not copied from
+the matrix, so a name never claims a version that is not installed; a matrix package
+that is not installed is left out of the name (with a warning).
 
 asv loads this module through asv.conf.json's "plugins": [".harness.asv_env"]. It
 imports without asv (the `bench` extra, absent from a plain install); the environment

@@ -44,6 +44,7 @@ def renamed(data, name, python, versions):
 def main(argv=None):
     from asv import util
     from asv.config import Config
+    from asv.results import get_filename
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="asv.conf.json")
@@ -67,7 +68,8 @@ def main(argv=None):
             data = json.load(handle)
         if data.get("env_name") != args.old:
             continue
-        target = os.path.join(folder, f"{data['commit_hash'][:8]}-{name}.json")
+        # asv's own file name for it (hashed once the name reaches 128 characters)
+        target = os.path.join(conf.results_dir, get_filename(args.machine, data["commit_hash"], name))
         if os.path.exists(target):
             print(f"error: {target} exists; merge by hand or remove it", file=sys.stderr)
             return 2

@@ -77,6 +77,15 @@ def installed_env_name(python=PYTHON):
     return env_name(found["python"], found["versions"])
 
 
+def result_file_name(commit, env_name):
+    """The file asv stores a commit's results in: `<commit[:8]>-<env name>.json`, or
+    `<commit[:8]>-env-<md5 of the name>.json` once the name reaches 128 characters
+    (asv.results.get_filename; the nine frameworks' versions make it ~190)."""
+    from asv.results import get_filename
+
+    return os.path.basename(get_filename(MACHINE, commit, env_name))
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass

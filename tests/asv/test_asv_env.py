@@ -49,7 +49,7 @@ def test_rename_moves_an_existing_env_result_set_without_touching_figures(tmp_pa
     assert done.returncode == 0, done.stdout + done.stderr
     [moved] = [p for p in results.glob("*.json") if p.name != "machine.json"]
     new = json.loads(moved.read_text())
-    assert moved.name == f"{data['commit_hash'][:8]}-{h.installed_env_name()}.json"
+    assert moved.name == h.result_file_name(data["commit_hash"], h.installed_env_name())
     assert json.dumps(new["results"]) == json.dumps(old["results"]) and new["commit_hash"] == old["commit_hash"]
     assert new["params"]["python"] == new["python"] and "/" not in new["env_name"]
     again = subprocess.run([h.PYTHON, str(h.PROJECT / "tools" / "asv_rename_env.py"), "--config", str(config),

@@ -77,7 +77,7 @@ def test_asv_run_records_results_for_head(smoke):
     run = smoke["run"]
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     [stored] = h.result_files(smoke["tmp"] / "results")
-    assert stored.name == f"{smoke['commit'][:8]}-{h.installed_env_name()}.json"
+    assert stored.name == h.result_file_name(smoke["commit"], h.installed_env_name())
     data = json.loads(stored.read_text())
     assert data["commit_hash"] == smoke["commit"]
     assert set(TRACKS) <= set(data["results"])

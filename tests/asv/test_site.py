@@ -97,7 +97,7 @@ def test_committed_results_are_named_by_versions_not_paths():
         assert re.fullmatch(r"\d+\.\d+", data["python"]) and data["params"]["python"] == data["python"], path.name
         assert data["requirements"], path.name  # the framework versions are keys
         assert all(data["params"][k] == v for k, v in data["requirements"].items()), path.name
-        assert path.name == f"{data['commit_hash'][:8]}-{data['env_name']}.json"
+        assert path.name == h.result_file_name(data["commit_hash"], data["env_name"])
 
 
 def test_site_loads_nothing_from_outside(site):
