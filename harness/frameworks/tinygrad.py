@@ -42,6 +42,16 @@ clang: tinygrad's CPU device compiles its own start-up programs with ``$CC`` (de
 devices". ``available()`` says so; ``make setup``/``make test`` run
 tools/ensure_clang.sh, which installs Debian's clang as root.
 
+sin/cos: tinygrad computes them in software (range reduction and polynomials,
+``TRANSCENDENTAL``), and its scheduler inlines an elementwise result into every kernel
+that reads it: tiny_nerf's positional encoding (12 sin/cos of the inputs, concatenated,
+read by the first and fifth layers' matmuls and their gradients) became a handful of
+huge kernels whose code generation took longer than the check's 900 s at ``tiny``.
+``.contiguous()`` after ``sin``/``cos`` is how tinygrad users make a value a buffer of
+its own (it keeps the gradient; ``realize`` cuts it: the gradient through a realized
+value came out 0): the polynomial is computed once, and the check's first step took
+40-48 s (docs/frameworks.md).
+
 Threads: ``NUM_CPU_THREADS`` (the CPU device's kernel threads) from GRADMEM_THREADS.
 
 Optimizer: the base class's functional SGD/Adam on the op set, realised by ``sync``
@@ -224,8 +234,8 @@ def _make_ops():
         tanh=Tensor.tanh,
         sigmoid=Tensor.sigmoid,
         relu=Tensor.relu,
-        sin=Tensor.sin,
-        cos=Tensor.cos,
+        sin=lambda x: x.sin().contiguous(),  # computed once (module docstring: sin/cos)
+        cos=lambda x: x.cos().contiguous(),
         matmul=Tensor.matmul,
         sum=lambda x, axis=None, keepdims=False: x.sum(axis=axis, keepdim=keepdims),
         mean=lambda x, axis=None, keepdims=False: x.mean(axis=axis, keepdim=keepdims),
