@@ -39,9 +39,15 @@ forward phase would exist only by evaluating the forward first, which changes wh
 kept (a different algorithm).
 
 Memory: MLX keeps freed buffers in its own cache (``mx.get_cache_memory``) and reuses
-them. The worker takes its baseline before the first step and measures every step
-against it, so what the cache holds between steps counts against MLX, as RSS shows it.
-(Nothing large is cached before the baseline: only the runtime warm-up's 4x4 arrays.)
+them. The worker takes its baseline before the first step, so what the cache holds
+between steps is part of MLX's retained bytes, and a step served from it needs less
+above its start (the step peak), as RSS shows both. (Nothing large is cached before the
+baseline: only the runtime warm-up's 4x4 arrays.)
+
+Breakdown (harness/measure/breakdown.py): the saved activations are null with the
+no-split reason (there is no end of forward; MLX has no API listing what a vjp keeps
+either); params, inputs and gradients are counted by ``mx.array.nbytes`` (the base
+class's ``buffer_bytes``).
 
 Time: the Linux CPU wheel (``mlx[cpu]``) computes matmuls with a bundled *reference*
 BLAS, ~13x slower than OpenBLAS on a 1024^3 product (notes/new-frameworks.md), and its

@@ -38,6 +38,11 @@ Memory: Paddle has no CPU memory API ("not supported in CPU PaddlePaddle"); its 
 allocator (``auto_growth``) hands freed blocks back (4096^2 float32 tensors: RSS back
 within 6 MiB of the start), so RSS sees its peaks. No allocator setting is changed.
 
+Breakdown (harness/measure/breakdown.py): eager, the saved activations are what
+``paddle.autograd.saved_tensors_hooks`` sees the tape save (as torch's hooks); compiled,
+the static program keeps them inside itself (the hooks see none), so the breakdown
+takes the resident bytes at the end of forward and says so.
+
 Threads: ``paddle.base.core.set_num_threads`` (the CPU math library's pool) from
 GRADMEM_THREADS; the worker also sets OMP_NUM_THREADS before start.
 
@@ -79,6 +84,7 @@ class PaddleAdapter(Adapter):
 
     def __init__(self):
         self.device = "cpu"
+        self.mode = "eager"
         self._settings = {}
 
     # ---- in the worker -------------------------------------------------------------
@@ -96,7 +102,7 @@ class PaddleAdapter(Adapter):
             paddle.set_device(_cuda_place_or_raise(paddle))
         else:
             paddle.set_device("cpu")
-        self.device = device
+        self.device, self.mode = device, mode
         count = threads.thread_count()
         paddle.base.core.set_num_threads(count)
         self._settings = {
@@ -185,6 +191,51 @@ class PaddleAdapter(Adapter):
 
     def loss_of(self, state):
         return state[0].detach()
+
+    # ---- the breakdown's hooks (harness/measure/breakdown.py) ------------------------
+    @property
+    def saved_activations_from_rss(self):
+        """Compiled: the static program keeps its forward's intermediates inside its own
+        scope, and the saved-tensor hooks see none of them (0 tensors on chained_dot),
+        so the breakdown takes the resident bytes at the end of forward, and says so."""
+        return self.mode == "compiled"
+
+    def saving(self):
+        """paddle.autograd.saved_tensors_hooks around the eager forward, as for torch: the
+        pack hook sees every tensor the tape saves for the backward and keeps a weak
+        reference (the tensor itself stays what is saved)."""
+        import weakref
+
+        import paddle
+
+        self._saved = saved = []
+
+        def pack(tensor):
+            saved.append(weakref.ref(tensor))
+            return tensor
+
+        return paddle.autograd.saved_tensors_hooks(pack, lambda tensor: tensor)
+
+    def saved_activation_bytes(self, state, params, inputs):
+        saved = getattr(self, "_saved", None)
+        if saved is None:
+            return None, "no forward pass ran under saving()"
+        outside = set(self.buffer_bytes([params, inputs]))
+        found = self.buffer_bytes([t for t in (ref() for ref in saved) if t is not None])
+        method = ("paddle.autograd.saved_tensors_hooks: the tensors the tape saved that are still alive at "
+                  "the end of forward, counted once per buffer, params and inputs excluded")
+        return sum(v for k, v in found.items() if k not in outside), method
+
+    def buffer_bytes(self, tree):
+        """Keyed by data pointer (a leaf made from a param shares its buffer); a view's
+        bytes are its own elements, the largest view of a buffer counting."""
+        from harness.frameworks.base import leaves
+
+        found = {}
+        for tensor in leaves(tree):
+            key = (str(tensor.place), tensor.data_ptr())
+            found[key] = max(found.get(key, 0), int(tensor.numel()) * tensor.element_size())
+        return found
 
     # ---- CUDA: everything device-specific for Paddle is below (not run here) ---------
     def device_memory_probe(self, device):

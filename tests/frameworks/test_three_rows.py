@@ -128,6 +128,56 @@ def test_paddle_remat_compiled_is_unavailable_with_the_reason():
     assert str(err.value) == COMPILED_REMAT and "eager only" in COMPILED_REMAT
 
 
+# ---- the breakdown's hooks (harness/measure/breakdown.py) ------------------------------
+def _breakdown(name, workload, size, mode="eager", optimizer=None):
+    from harness.measure import breakdown
+    from harness.measure.phases import Step
+
+    adapter = _needs(name).load("cpu", mode)
+    problem = workloads.build(workload, size, "float32")
+    step = Step(adapter, problem.loss, adapter.from_numpy(problem.params), adapter.from_numpy(problem.inputs),
+                mode, optimizer)
+    step.run(breakdown.NullMeter())  # the optimizer's state exists after a first step
+    return breakdown.count(adapter, step), problem
+
+
+@pytest.mark.parametrize("workload", ["chained_dot", "rnn_fanout"])
+def test_paddle_saved_tensors_are_the_bound(workload):
+    found, problem = _breakdown("paddle", workload, "tiny")
+    saved, method = found["saved_activations"]
+    assert "saved_tensors_hooks" in method
+    # chained_dot: matmul saves both operands, x (a param, excluded) and z_0 .. z_{L-1};
+    # z_0 is an input, so z_1 .. z_{L-1}: the bound exactly (at small too: 49,000,000
+    # bytes). rnn_fanout: h_1 .. h_n plus three (B, 1) float32 arrays of the logistic
+    # loss, which the bound leaves out as negligible (the reference engine keeps two:
+    # exp's output and log's input; Paddle's tape one more, its multiply's operands
+    # being saved whether or not they need a gradient: logit beside label).
+    extra = 3 * workloads.get(workload).SIZES["tiny"]["B"] * 4 if workload == "rnn_fanout" else 0
+    assert saved == problem.bound_bytes + extra
+    assert found["gradients"][0] == found["params"][0] == sum(v.nbytes for v in problem.params.values())
+
+
+def test_paddle_compiled_says_its_saved_activations_come_from_rss():
+    from harness.measure import breakdown
+
+    # the static program keeps its intermediates itself: the hooks would see none
+    found, _ = _breakdown("paddle", "chained_dot", "tiny", mode="compiled")
+    assert found["saved_activations"] == (None, breakdown.RSS_METHOD)
+
+
+@pytest.mark.parametrize("name", ["mlx", "tinygrad"])
+def test_lazy_rows_have_no_end_of_forward_and_count_their_buffers(name):
+    from harness.measure import breakdown
+
+    # (tinygrad: buffer_bytes needs realised moments; lazy ones once grew every step)
+    found, problem = _breakdown(name, "chained_dot", "tiny", optimizer="adam")
+    assert found["saved_activations"] == (None, breakdown.NO_SPLIT)
+    nbytes = sum(v.nbytes for v in problem.params.values())
+    assert found["gradients"][0] == found["params"][0] == nbytes
+    assert found["inputs"][0] == sum(v.nbytes for v in problem.inputs.values())
+    assert found["optimizer_state"][0] == 2 * nbytes  # Adam's two moments per parameter
+
+
 def test_check_plans_mlx_in_float32_and_lists_float64_as_skipped_with_why():
     from harness import check
 
