@@ -217,6 +217,31 @@ class Adapter:
         return None
 
 
+class SavedTensorRefs:
+    """Weak references to the tensors a saved-tensor pack hook is given (torch's and
+    Paddle's ``saved_tensors_hooks``): the tensor itself stays what is saved, so nothing
+    changes for the backward; `bytes` counts those still alive once per buffer."""
+
+    def __init__(self):
+        self.refs = []
+
+    def pack(self, tensor):
+        import weakref
+
+        self.refs.append(weakref.ref(tensor))
+        return tensor
+
+    @staticmethod
+    def unpack(tensor):
+        return tensor
+
+    def bytes(self, adapter, params, inputs):
+        """Bytes of the saved tensors still alive, params and inputs excluded."""
+        outside = set(adapter.buffer_bytes([params, inputs]))
+        found = adapter.buffer_bytes([t for t in (ref() for ref in self.refs) if t is not None])
+        return sum(v for k, v in found.items() if k not in outside)
+
+
 def leaves(tree):
     """The non-container items of `tree` (dicts, lists and tuples are walked)."""
     if isinstance(tree, dict):

@@ -204,27 +204,19 @@ class PaddleAdapter(Adapter):
         """paddle.autograd.saved_tensors_hooks around the eager forward, as for torch: the
         pack hook sees every tensor the tape saves for the backward and keeps a weak
         reference (the tensor itself stays what is saved)."""
-        import weakref
-
         import paddle
 
-        self._saved = saved = []
+        from harness.frameworks.base import SavedTensorRefs
 
-        def pack(tensor):
-            saved.append(weakref.ref(tensor))
-            return tensor
-
-        return paddle.autograd.saved_tensors_hooks(pack, lambda tensor: tensor)
+        self._saved = SavedTensorRefs()
+        return paddle.autograd.saved_tensors_hooks(self._saved.pack, self._saved.unpack)
 
     def saved_activation_bytes(self, state, params, inputs):
-        saved = getattr(self, "_saved", None)
-        if saved is None:
+        if getattr(self, "_saved", None) is None:
             return None, "no forward pass ran under saving()"
-        outside = set(self.buffer_bytes([params, inputs]))
-        found = self.buffer_bytes([t for t in (ref() for ref in saved) if t is not None])
         method = ("paddle.autograd.saved_tensors_hooks: the tensors the tape saved that are still alive at "
                   "the end of forward, counted once per buffer, params and inputs excluded")
-        return sum(v for k, v in found.items() if k not in outside), method
+        return self._saved.bytes(self, params, inputs), method
 
     def buffer_bytes(self, tree):
         """Keyed by data pointer (a leaf made from a param shares its buffer); a view's

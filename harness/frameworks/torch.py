@@ -227,27 +227,19 @@ class TorchAdapter(Adapter):
         """torch.autograd.graph.saved_tensors_hooks around the forward: the pack hook
         sees every tensor autograd saves for the backward and keeps a weak reference
         (the tensor itself is what is saved, so nothing changes for the backward)."""
-        import weakref
-
         import torch
 
-        self._saved = saved = []
+        from harness.frameworks.base import SavedTensorRefs
 
-        def pack(tensor):
-            saved.append(weakref.ref(tensor))
-            return tensor
-
-        return torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor)
+        self._saved = SavedTensorRefs()
+        return torch.autograd.graph.saved_tensors_hooks(self._saved.pack, self._saved.unpack)
 
     def saved_activation_bytes(self, state, params, inputs):
-        saved = getattr(self, "_saved", None)
-        if saved is None:
+        if getattr(self, "_saved", None) is None:
             return None, "no forward pass ran under saving()"
-        outside = set(self.buffer_bytes([params, inputs]))
-        found = self.buffer_bytes([t for t in (ref() for ref in saved) if t is not None])
         method = ("torch.autograd.graph.saved_tensors_hooks: the tensors autograd saved that are "
                   "still alive at the end of forward, counted once per storage, params and inputs excluded")
-        return sum(v for k, v in found.items() if k not in outside), method
+        return self._saved.bytes(self, params, inputs), method
 
     def buffer_bytes(self, tree):
         from harness.frameworks.base import leaves
