@@ -206,13 +206,21 @@ class TinygradAdapter(Adapter):
     # then which values become buffers and which are recomputed inside kernels.
 
     def buffer_bytes(self, tree):
-        """Keyed by the realized tensor's device buffer (a reshape is a view of it)."""
+        """Keyed by the device buffer under a tensor's movement ops (a gradient may be a
+        transposed view: rnn_fanout's W); a tensor with no buffer under it (not
+        realised) counts its own bytes."""
+        from tinygrad.uop.ops import Ops
+
         from harness.frameworks.base import leaves
 
         found = {}
         for tensor in leaves(tree):
-            buffer = tensor.uop.buffer.base
-            found[id(buffer)] = buffer.nbytes
+            base = tensor.uop.base
+            if base.op is Ops.BUFFER:
+                buffer = base.buffer.base
+                found[id(buffer)] = buffer.nbytes
+            else:
+                found[id(tensor)] = tensor.nbytes()
         return found
 
     # ---- CUDA (tinygrad's CUDA device; not run here) -------------------------------
