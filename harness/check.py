@@ -183,7 +183,7 @@ def _compare_row(cell, fw, result, ref):
 @functools.lru_cache(maxsize=None)
 def param_shapes(workload, size, seed):
     """{param: shape} of a workload at a size (what every gradient must match)."""
-    params, _ = workloads.get(workload).init(np.random.default_rng(seed), size, "float32")
+    params, _ = workloads.get(workload).init(np.random.default_rng(seed), workloads.config(workload, size), "float32")
     return {k: v.shape for k, v in params.items()}
 
 

@@ -42,7 +42,8 @@ def describe_workloads():
             "source": module.SOURCE,
             "stresses": module.STRESSES,
             "sizes": {size: dict(module.SIZES[size]) for size in SIZES},
-            "bound_bytes_float32": {size: int(module.bound_bytes(size, "float32")) for size in SIZES},
+            "batch_axis": module.BATCH_AXIS,
+            "bound_bytes_float32": {size: workloads.bound_bytes(name, size, "float32") for size in SIZES},
         })
     return out
 
@@ -109,7 +110,7 @@ def format_listing(listing):
            "bound = float32 bytes a store-everything reverse pass keeps)", ""]
     for w in listing["workloads"]:
         out.append(f"  {w['name']}: {w['stresses']}")
-        out.append(f"      from {w['source']}")
+        out.append(f"      from {w['source']}; batch axis {w['batch_axis']} (harness scale)")
         for size, cfg in w["sizes"].items():
             dims = " ".join(f"{k}={v}" for k, v in cfg.items())
             out.append(f"      {size:<6} {dims}  (bound {_mib(w['bound_bytes_float32'][size])})")

@@ -6,7 +6,8 @@ added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md
 
 - the cell: ``workload, size, dtype, framework, mode, device`` (strings),
   ``optimizer`` (null | "sgd" | "adam"), ``remat`` ("none"), ``order`` (the reference
-  engine's backward order, else null);
+  engine's backward order, else null), ``batch`` (null: the size's own batch; an int:
+  the workload's batch axis set to it, by `harness scale`);
 - ``status`` (one of STATUSES) and ``message`` (why, when not "ok");
 - metrics of an "ok" record (bytes are ints, seconds floats; a phase a cell did not
   run is an absent key, never a made-up number; ``total`` is always present). Memory,
@@ -25,7 +26,8 @@ added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md
   counted or why it is null; harness/measure/breakdown.py),
   ``tracemalloc_peak_bytes`` (phases), ``bound_bytes``, ``device_memory`` (CUDA: the
   same three from the framework's allocator, NVML beside them); time: ``time_s``
-  (medians), ``time_spread_s`` (interquartile range), ``compile_s``; ``grad_rel_err``,
+  (medians), ``time_spread_s`` (interquartile range; both null when no time pass ran:
+  the memory-only records of `harness scale`), ``compile_s``; ``grad_rel_err``,
   ``timeline`` ({t_s, rss_bytes, marks});
 - ``provenance``: versions, git commit, machine, python, the worker environment,
   threads, seed, start time, and how each figure was taken.
@@ -48,7 +50,7 @@ from typing import NamedTuple
 
 SCHEMA = 2
 CELL_KEYS = ("workload", "size", "dtype", "framework", "mode", "device")
-VARIANT_KEYS = ("optimizer", "remat", "order")
+VARIANT_KEYS = ("optimizer", "remat", "order", "batch")
 STATUSES = ("ok", "oom", "timeout", "error", "unavailable")
 PHASES = ("forward", "backward", "step", "total")
 LIVE_KEYS = ("after_forward", "after_backward")
@@ -102,6 +104,7 @@ def new_record(cell, status, message="", provenance=None, **metrics):
     record["optimizer"] = cell.get("optimizer")
     record["remat"] = cell.get("remat") or "none"
     record["order"] = cell.get("order")
+    record["batch"] = cell.get("batch")
     record["status"] = status
     record["message"] = message or ""
     if status == "ok":
@@ -157,8 +160,12 @@ def validate(record):
         _check_memory_figures(record, retained, peak, footprint)
         _check_retained_detail(record, retained)
     _check_breakdown(record)
-    _check_phases(record, "time_s", float, required=True)
-    _check_phases(record, "time_spread_s", float, required=True)
+    if record["time_s"] is not None or record["time_spread_s"] is not None:  # null: no time pass
+        _check_phases(record, "time_s", float, required=True)
+        _check_phases(record, "time_spread_s", float, required=True)
+    batch = record.get("batch")
+    if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
+        raise SchemaError(f"batch must be null or a positive int, got {batch!r}")
     if record["tracemalloc_peak_bytes"] is not None:
         _check_phases(record, "tracemalloc_peak_bytes", int, required=True)
     if not isinstance(record["bound_bytes"], int) or record["bound_bytes"] <= 0:

@@ -25,7 +25,8 @@ def test_workloads_are_described_with_sizes_sources_and_bounds():
         module = workloads.get(w["name"])
         assert w["source"] == module.SOURCE and w["stresses"] == module.STRESSES
         assert list(w["sizes"]) == list(SIZES)
-        assert w["bound_bytes_float32"]["paper"] == module.bound_bytes("paper", "float32")
+        assert w["bound_bytes_float32"]["paper"] == module.bound_bytes(module.SIZES["paper"], "float32")
+        assert w["batch_axis"] == module.BATCH_AXIS and all(module.BATCH_AXIS in w["sizes"][s] for s in SIZES)
 
 
 def test_no_probe_listing_is_fast_and_imports_no_framework():
@@ -62,7 +63,7 @@ def test_text_listing_names_versions_modes_devices_and_unavailable_reasons(monke
                                    "frameworks": listing.describe_frameworks(probe=True)})
     assert "tensorflow: unavailable: a_module_that_is_not_installed is not installed (pip install 'gradmem[tensorflow]')" in text
     assert "chained_dot: " in text and "from HIPS autograd #219" in text
-    assert "paper  D=1000 L=100  (bound 377.66 MiB)" in text  # (L - 1) D^2 float32
+    assert "paper  D=1000 L=100 cols=1000  (bound 377.66 MiB)" in text  # (L - 1) D^2 float32
     assert "modes: eager, compiled (compiled = jax.jit" in text
     assert "devices: cpu (import + load 0.5 s)" in text
 

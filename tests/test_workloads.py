@@ -187,6 +187,9 @@ def test_interface(name):
     for attr in ("init", "loss", "bound_bytes"):
         assert callable(getattr(module, attr))
     assert list(inspect.signature(module.loss).parameters) == ["ops", "params", "inputs", "cfg"]
+    assert list(inspect.signature(module.init).parameters) == ["rng", "cfg", "dtype"]
+    assert list(inspect.signature(module.bound_bytes).parameters) == ["cfg", "dtype"]
+    assert all(module.BATCH_AXIS in module.SIZES[size] for size in SIZES)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -344,12 +347,11 @@ def test_autograd_gradient_matches_finite_differences(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_bound_is_positive_and_counts_bytes_of_the_dtype(name):
-    module = workloads.get(name)
     for size in SIZES:
-        b32, b64 = module.bound_bytes(size, "float32"), module.bound_bytes(size, "float64")
+        b32, b64 = workloads.bound_bytes(name, size, "float32"), workloads.bound_bytes(name, size, "float64")
         assert isinstance(b32, int) and b32 > 0
         assert b64 == 2 * b32
-    assert module.bound_bytes("tiny", "float32") < module.bound_bytes("small", "float32")
+    assert workloads.bound_bytes(name, "tiny", "float32") < workloads.bound_bytes(name, "small", "float32")
 
 
 def bound_with(monkeypatch, name, **changes):
@@ -357,7 +359,7 @@ def bound_with(monkeypatch, name, **changes):
     sizes = copy.deepcopy(module.SIZES)
     sizes["tiny"].update(changes)
     monkeypatch.setattr(module, "SIZES", sizes)
-    return module.bound_bytes("tiny", "float32")
+    return workloads.bound_bytes(name, "tiny", "float32")
 
 
 @pytest.mark.parametrize(
@@ -392,9 +394,9 @@ def test_bound_details(monkeypatch):
     assert bound_with(monkeypatch, "unet", HW=16) == 4 * bound_with(monkeypatch, "unet", HW=8)
     # tiny NeRF: depth * width per sample plus 4 rendering values
     c = workloads.get("tiny_nerf").SIZES["paper"]
-    assert workloads.get("tiny_nerf").bound_bytes("paper", "float32") == 65536 * (8 * 256 + 4) * 4 == c["rays"] * c["samples"] * 2052 * 4
+    assert workloads.bound_bytes("tiny_nerf", "paper", "float32") == 65536 * (8 * 256 + 4) * 4 == c["rays"] * c["samples"] * 2052 * 4
     # rnn_fanout paper: the notes' "hidden-state tape = 3.1 MiB (n = 50)"
-    assert workloads.get("rnn_fanout").bound_bytes("paper", "float32") == 50 * 16 * 1024 * 4
+    assert workloads.bound_bytes("rnn_fanout", "paper", "float32") == 50 * 16 * 1024 * 4
 
 
 def torch_memory(name, size="tiny", dtype="float32"):
@@ -453,3 +455,58 @@ def test_bound_is_below_the_reference_engines_peak(name):
     problem = workloads.build(name, "small", "float32")
     adapter.value_and_grad(problem.loss)(problem.params, problem.inputs)
     assert adapter.last_ledger.peak_bytes >= problem.bound_bytes
+
+
+# ---- the batch axis (harness scale) ------------------------------------------------------
+
+
+def _nbytes(tree):
+    return sum(v.nbytes for v in tree.values())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_batch_axis_counts_samples(name):
+    # `harness scale` fits peak = fixed + per_sample x batch and divides the slope by
+    # the bound per sample, so: the bound is linear in the batch through zero (every
+    # term of its derivation has one factor of it), the params do not depend on it, the
+    # inputs grow by the same bytes per sample, and the loss runs at batch 1.
+    per_sample = workloads.bound_per_sample(name, "tiny", "float32")
+    for batch in (1, 2, 3, 7):
+        assert workloads.bound_bytes(name, "tiny", "float32", batch=batch) == batch * per_sample
+    built = {b: workloads.build(name, "tiny", "float32", batch=b) for b in (1, 2, 3)}
+    assert all(p.batch == b and p.bound_bytes == b * per_sample for b, p in built.items())
+    shapes = {b: {k: v.shape for k, v in p.params.items()} for b, p in built.items()}
+    assert shapes[1] == shapes[2] == shapes[3]
+    grow = [_nbytes(built[b].inputs) for b in (1, 2, 3)]
+    assert grow[2] - grow[1] == grow[1] - grow[0] > 0
+    for b in (1, 3):
+        value, _ = strict_loss_at(name, b)
+        assert np.isfinite(value)
+
+
+def strict_loss_at(name, batch):
+    problem = workloads.build(name, "tiny", "float32", batch=batch)
+    ops = StrictOps()
+    wrap = lambda tree: {k: Opaque(v) for k, v in tree.items()}
+    return problem.loss(ops, wrap(problem.params), wrap(problem.inputs)).a, ops
+
+
+def test_the_default_batch_is_the_size_s_own():
+    # chained_dot's columns stay D, so its figures (and the asv history) do not move.
+    module = workloads.get("chained_dot")
+    assert all(cfg["cols"] == cfg["D"] for cfg in module.SIZES.values())
+    default, explicit = workloads.build("chained_dot", "tiny", "float64"), workloads.build(
+        "chained_dot", "tiny", "float64", batch=module.SIZES["tiny"]["cols"])
+    assert np.array_equal(default.inputs["z"], explicit.inputs["z"]) and default.batch == 32
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="positive int"):
+            workloads.config("rnn_fanout", "tiny", bad)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_gradient_at_batch_1_matches_finite_differences(name):
+    adapter = loaded("reference")
+    from harness.engine.testing import check_grads
+
+    problem = workloads.build(name, "tiny", "float64", batch=1)
+    check_grads(lambda p: problem.loss(adapter.ops, p, problem.inputs), problem.params, argnums=0)

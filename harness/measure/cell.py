@@ -7,6 +7,9 @@
 3. the time pass (default allocator), only when the memory pass succeeded: nothing
    else runs while it does.
 
+`harness scale` asks for the memory pass alone (`memory_only`): no reference gradient
+(`harness check` checks gradients) and no time pass, so its records carry null times.
+
 A pass that fails decides the record's status and message; a record that is not "ok"
 carries no figures.
 """
@@ -35,6 +38,8 @@ MEMORY_KEYS = (
     "breakdown_bytes",
     "breakdown_method",
 )
+
+MEMORY_ONLY = "not computed: a memory pass alone (harness scale); harness check compares gradients"
 
 #: engines whose arrays are NumPy buffers, which tracemalloc sees (NumPy reports its
 #: data allocations to it); zero for torch/JAX/TF, so not measured there
@@ -84,15 +89,15 @@ class CellRunner:
         return out, "reference engine, float64, on the cell's values cast to float64"
 
     # ---- one cell -------------------------------------------------------------------------
-    def measure(self, cell, progress=None):
-        """The result record of `cell`."""
+    def measure(self, cell, progress=None, memory_only=False):
+        """The result record of `cell` (of its memory pass alone with `memory_only`)."""
         adapter, reason = cells.adapter_or_reason(cell["framework"])
         prov = self._provenance(cell, adapter)
         reason = reason or cells.unavailable_reason(cell, adapter)
         if reason:
             return results.new_record(cell, "unavailable", reason, prov)
 
-        ref_path, ref_note = self.reference_gradient(cell)
+        ref_path, ref_note = (None, MEMORY_ONLY) if memory_only else self.reference_gradient(cell)
         prov["reference_gradient"] = ref_note
         job = {
             "cell": cell,
@@ -121,6 +126,8 @@ class CellRunner:
         prov["worker_wall_s"] = {"memory": round(memory.wall_s, 3)}
         if not memory.ok:
             return results.new_record(cell, memory.status, f"memory pass: {memory.message}", prov)
+        if memory_only:
+            return self._record(cell, prov, memory, None)
 
         if progress:
             progress("time")
@@ -137,7 +144,7 @@ class CellRunner:
         return self._record(cell, prov, memory, timing)
 
     def _record(self, cell, prov, memory, timing):
-        m, t = memory.result, timing.result
+        m, t = memory.result, (timing.result if timing is not None else {})
         prov.update(
             {
                 "settings": m.get("settings"),
@@ -159,8 +166,8 @@ class CellRunner:
             bound_bytes=m["bound_bytes"],
             tracemalloc_peak_bytes=m.get("tracemalloc_peak_bytes"),
             device_memory=m.get("device_memory"),
-            time_s=t["time_s"],
-            time_spread_s=t["time_spread_s"],
+            time_s=t.get("time_s"),
+            time_spread_s=t.get("time_spread_s"),
             compile_s=t.get("compile_s"),
             grad_rel_err=m.get("grad_rel_err"),
             timeline=timeline.build(memory.sampler, memory.marks) if memory.sampler else None,

@@ -2,7 +2,7 @@
 
 A cell is (workload, size, dtype, framework, mode, device) plus its variant
 (optimizer; remat, the rematerialisation strategy; order, the reference engine's
-backward schedule). The parent rules out, cheaply and without importing any framework,
+backward schedule; batch, the workload's batch axis when `harness scale` sets it). The parent rules out, cheaply and without importing any framework,
 a framework that is not installed, a mode or remat strategy its adapter does not have,
 and CUDA on a machine without an NVIDIA device; everything else is decided in the
 worker.
@@ -51,12 +51,14 @@ def label(cell):
 
 
 def variant(cell):
-    """"+adam remat=sqrt order=bfs": the cell's non-default variant keys, or ""."""
+    """"+adam remat=sqrt order=bfs batch=8": the cell's non-default variant keys, or ""."""
     parts = [f"+{cell['optimizer']}"] if cell.get("optimizer") else []
     if cell.get("remat") not in (None, "none"):
         parts.append(f"remat={cell['remat']}")
     if cell.get("order") not in (None, "heap"):
         parts.append(f"order={cell['order']}")
+    if cell.get("batch") is not None:
+        parts.append(f"batch={cell['batch']}")
     return " ".join(parts)
 
 

@@ -2,7 +2,7 @@
 
 A killed sweep keeps every finished record (each is appended atomically), so running
 it again with the same arguments and --resume measures only the cells without one. A
-cell is its CELL_KEYS plus its variant (optimizer, remat, order); a record of any
+cell is its CELL_KEYS plus its variant (optimizer, remat, order, batch); a record of any
 status counts as done (re-running a failed cell is a new sweep, not a resume). Records
 measured with other settings (seed, --warmup, --repeat, --timeout, --memory-limit)
 are refused rather than mixed into one table; damaged lines are named and their cells
@@ -23,6 +23,11 @@ SETTINGS = {
 
 def key(cell):
     """What makes two cells (or a cell and a record) the same measurement."""
+    return series_key(cell) + (cell.get("batch"),)
+
+
+def series_key(cell):
+    """`key` without the batch: the cells `harness scale` fits one line through."""
     return tuple(cell.get(k) for k in results.CELL_KEYS) + (
         cell.get("optimizer"),
         cell.get("remat") or "none",

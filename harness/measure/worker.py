@@ -105,7 +105,7 @@ def _prepare(job, marks):
     warm_runtime(adapter, cell["device"], cell["mode"], cell["dtype"])
     load_s = time.perf_counter() - t0
     marks.mark("loaded")
-    problem = workloads.build(cell["workload"], cell["size"], cell["dtype"], job["seed"])
+    problem = workloads.build(cell["workload"], cell["size"], cell["dtype"], job["seed"], cell.get("batch"))
     params = adapter.from_numpy(problem.params, cell["device"])
     inputs = adapter.from_numpy(problem.inputs, cell["device"])
     adapter.sync(params)
@@ -308,7 +308,7 @@ def reference_gradient(job, marks):
     from harness import frameworks, workloads
 
     cell = job["cell"]
-    problem = workloads.build(cell["workload"], cell["size"], cell["dtype"], job["seed"])
+    problem = workloads.build(cell["workload"], cell["size"], cell["dtype"], job["seed"], cell.get("batch"))
 
     def float64(tree):  # the cell's own values, computed in float64
         return {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in tree.items()}

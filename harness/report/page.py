@@ -5,7 +5,7 @@ file system for one), so the page opens from disk, offline, and its browser cons
 stays empty.
 """
 
-from harness.report import charts, gradients, grid, orders, provenance, remat, statuses, timelines
+from harness.report import charts, gradients, grid, orders, provenance, remat, scaling, statuses, timelines
 from harness.report import records as rec
 from harness.report.fmt import esc
 
@@ -39,6 +39,7 @@ svg line.mark { stroke: #999; stroke-dasharray: 2 2; } svg polyline.rss { fill: 
 .small-multiples { display: flex; flex-wrap: wrap; gap: 12px; }
 nav a { margin-right: 1em; } .count { color: #777; }
 table.provenance td { font-family: ui-monospace, monospace; font-size: 12px; }
+.verified { background: #d8f0d8; } .unverified, td.low-r2 { background: #fff1c2; }
 .remat-lowered { background: #d8f0d8; } .remat-raised { background: #f6c6c6; } .remat-unchanged { background: #fff1c2; }
 """
 
@@ -58,7 +59,10 @@ def _view_section(index, key, view):
 
 
 def render(records, files, title="gradmem comparison", history_url=None):
-    views = rec.views(records)
+    # Records with a batch (`harness scale`) are points of a line, not cells of the grid.
+    scaled = [r for r in records if r.get("batch") is not None]
+    plain = [r for r in records if r.get("batch") is None]
+    views = rec.views(plain)
     # A link, not a load: the page itself still fetches nothing.
     nav = f'<a class="history" href="{esc(history_url)}">history per commit (asv)</a>' if history_url else ""
     nav += "".join(
@@ -66,8 +70,9 @@ def render(records, files, title="gradmem comparison", history_url=None):
     )
     sections = "".join(_view_section(i, key, view) for i, (key, view) in enumerate(views.items()))
     studies = [
-        ("checkpointing", "Checkpointing: does rematerialisation lower the peak?", remat.render(records)),
-        ("orders", "Execution order: the reference engine's backward schedules", orders.render(records)),
+        ("checkpointing", "Checkpointing: does rematerialisation lower the peak?", remat.render(plain)),
+        ("orders", "Execution order: the reference engine's backward schedules", orders.render(plain)),
+        ("scaling", "Scaling: memory against the batch, and the largest batch that fits", scaling.render(scaled)),
     ]
     studies = [(anchor, heading, body) for anchor, heading, body in studies if body]
     nav += "".join(f'<a href="#{anchor}">{anchor}</a>' for anchor, _, _ in studies)

@@ -21,6 +21,8 @@ def render(records):
     rows = []
     for record in failed:
         cell = " · ".join(str(record.get(key)) for key in rec.CELL_KEYS)
+        if record.get("batch") is not None:  # a `harness scale` point
+            cell += f" · batch {record['batch']}"
         rows.append(
             f'<tr class="status-{esc(record.get("status"))}"><td>{esc(cell)}</td>'
             f'<td>{esc(record.get("status"))}</td><td class="message">{esc(record.get("message") or "")}</td></tr>'

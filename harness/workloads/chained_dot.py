@@ -16,18 +16,21 @@ SOURCE = "HIPS autograd #219"
 STRESSES = "L stored intermediates; fan-out of x into L gradient contributions"
 SEGMENTS = "the L products as one chain (consts: x)"
 SIZES = {
-    "tiny": {"D": 32, "L": 5},
-    "small": {"D": 500, "L": 50},
-    "paper": {"D": 1000, "L": 100},
+    "tiny": {"D": 32, "L": 5, "cols": 32},
+    "small": {"D": 500, "L": 50, "cols": 500},
+    "paper": {"D": 1000, "L": 100, "cols": 1000},
 }
+# z's columns are the samples: each is pushed through the L products on its own. The
+# sizes keep z square (cols = D), as in #219; `harness scale` varies cols.
+BATCH_AXIS = "cols"
 
 
-def init(rng, size, dtype):
-    D = SIZES[size]["D"]
+def init(rng, cfg, dtype):
+    D = cfg["D"]
     # x ~ N(0, 1/D) keeps every z_i O(1): no overflow, no denormals (which slow
     # products by orders of magnitude and would swamp the timings).
     x = (rng.standard_normal((D, D)) / math.sqrt(D)).astype(dtype)
-    z = rng.standard_normal((D, D)).astype(dtype)
+    z = rng.standard_normal((D, cfg["cols"])).astype(dtype)
     return {"x": x}, {"z": z}
 
 
@@ -39,12 +42,12 @@ def loss(ops, params, inputs, cfg):
     return ops.sum(z)
 
 
-def bound_bytes(size, dtype):
+def bound_bytes(cfg, dtype):
     # z_{i+1} = x @ z_i needs z_i for x's gradient, so z_1 .. z_{L-1} must be kept until
-    # the backward pass reaches them: L - 1 D x D arrays saved at the end of the forward
-    # pass (x and z_0 are inputs, in the baseline). z_L is saved by no VJP (sum's needs
-    # only its shape), so it is not in the bound, which is exactly the saved activations
-    # of a store-everything reverse pass; a step's peak is at least one array more (z_L
-    # is live when it is made), so peak / bound >= L / (L - 1).
-    D, L = SIZES[size]["D"], SIZES[size]["L"]
-    return (L - 1) * D * D * itemsize(dtype)
+    # the backward pass reaches them: L - 1 (D, cols) arrays saved at the end of the
+    # forward pass (x and z_0 are inputs, in the baseline). z_L is saved by no VJP (sum's
+    # needs only its shape), so it is not in the bound, which is exactly the saved
+    # activations of a store-everything reverse pass; a step's peak is at least one array
+    # more (z_L is live when it is made), so peak / bound >= L / (L - 1). Per column of
+    # z: L - 1 D-vectors.
+    return (cfg["L"] - 1) * cfg["D"] * cfg["cols"] * itemsize(dtype)

@@ -28,10 +28,11 @@ SIZES = {
     "small": {"B": 16, "D": 512, "n": 50},
     "paper": {"B": 16, "D": 1024, "n": 50},  # bench_rnn.py
 }
+BATCH_AXIS = "B"  # the sequences of the batch
 
 
-def init(rng, size, dtype):
-    B, D = SIZES[size]["B"], SIZES[size]["D"]
+def init(rng, cfg, dtype):
+    B, D = cfg["B"], cfg["D"]
     params = {
         "W": 0.9 / math.sqrt(D) * rng.standard_normal((D, D)),
         "b": 0.1 * rng.standard_normal(D),
@@ -57,10 +58,10 @@ def loss(ops, params, inputs, cfg):
     return ops.sum(ops.sub(ops.add(logit, softplus_neg), ops.mul(inputs["label"], logit)))
 
 
-def bound_bytes(size, dtype):
+def bound_bytes(cfg, dtype):
     # Step t computes h_t = tanh(h_{t-1} @ W + b). W's gradient needs h_{t-1} and tanh's
     # VJP needs h_t (or its same-sized pre-activation), so h_1 .. h_n (h_n also feeds
     # the readout) are all live at the end of the forward pass: n (B, D) arrays. h_0 = x
     # is an input (in the baseline); the (B, 1) loss terms are negligible and left out.
-    c = SIZES[size]
-    return c["n"] * c["B"] * c["D"] * itemsize(dtype)
+    # Per sequence: n D-vectors.
+    return cfg["n"] * cfg["B"] * cfg["D"] * itemsize(dtype)

@@ -33,11 +33,12 @@ SIZES = {
     "small": {"E": 64, "H": 128, "A": 128, "V": 2000, "B": 16, "T_src": 12, "T_tgt": 12},
     "paper": {"E": 500, "H": 1000, "A": 1000, "V": 30000, "B": 80, "T_src": 50, "T_tgt": 50},
 }
+BATCH_AXIS = "B"  # the sentence pairs of the batch
 BOS = 0  # the decoder's first input word
 
 
-def init(rng, size, dtype):
-    c = SIZES[size]
+def init(rng, cfg, dtype):
+    c = cfg
     E, H, A, V, B = c["E"], c["H"], c["A"], c["V"], c["B"]
 
     def dense(fan_in, fan_out):
@@ -121,7 +122,7 @@ def loss(ops, params, inputs, cfg):
     return ops.neg(ops.mean(picked))
 
 
-def bound_bytes(size, dtype):
+def bound_bytes(cfg, dtype):
     # What the VJPs need, all live at the end of the forward pass (one count per tensor):
     # - encoder: the embedded source (Ts*B, E), input of the matmul with enc_W; per
     #   step the state h_t (B, H) (next step's recurrent matmul input, attention value)
@@ -132,8 +133,9 @@ def bound_bytes(size, dtype):
     #   (B, Ts) (softmax's VJP and the context's), the state and three gates (4 B H);
     # - the logits (Tt*B, V): log-softmax's VJP needs them (softmax = exp(logits - lse)).
     # Left out: the attention keys (only added to), the stacked copies of the states,
-    # anything (B,)-sized or smaller.
-    c = SIZES[size]
+    # anything (B,)-sized or smaller. Every term has one factor B: per sentence pair,
+    # the same sum with B = 1.
+    c = cfg
     E, H, A, V, B, Ts, Tt = (c[k] for k in ("E", "H", "A", "V", "B", "T_src", "T_tgt"))
     encoder = Ts * B * E + Ts * 4 * B * H
     decoder = Tt * (B * (E + H) + B * Ts * A + B * Ts + 4 * B * H)

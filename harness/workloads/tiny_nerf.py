@@ -42,6 +42,7 @@ SIZES = {
     "small": {"rays": 64, "samples": 32, "width": 128, "depth": 8, "freqs": 6},
     "paper": {"rays": 1024, "samples": 64, "width": 256, "depth": 8, "freqs": 6},
 }
+BATCH_AXIS = "rays"  # each ray's samples are rendered into its own pixel
 SKIP_AFTER = 4  # the notebook concatenates the encoding after layer i when i % 4 == 0 and i > 0
 NEAR, FAR = 2.0, 6.0
 
@@ -72,8 +73,7 @@ def segments(depth):
     return list(zip(bounds, bounds[1:]))
 
 
-def init(rng, size, dtype):
-    cfg = SIZES[size]
+def init(rng, cfg, dtype):
     R, S = cfg["rays"], cfg["samples"]
     params = {}
     for i, (fan_in, fan_out) in enumerate(layer_widths(cfg)):
@@ -140,7 +140,7 @@ def loss(ops, params, inputs, cfg):
     return ops.mean(ops.mul(err, err))
 
 
-def bound_bytes(size, dtype):
+def bound_bytes(cfg, dtype):
     # N = rays * samples points. Hidden layer i's output h_i (N, width) is the input of
     # layer i+1's matmul, whose weight needs a gradient, and ReLU's VJP needs it (or a
     # same-sized pre-activation), so h_1 .. h_depth are all live at the end of the
@@ -148,6 +148,6 @@ def bound_bytes(size, dtype):
     # as h_5). The rendering VJPs need per point the colour (3) and the weight (1)
     # (equivalently the 4 raw outputs they come from). The encoding itself is left
     # out: it depends on the inputs only, so a framework may recompute it from them.
-    c = SIZES[size]
-    n = c["rays"] * c["samples"]
-    return n * (c["depth"] * c["width"] + 4) * itemsize(dtype)
+    # Per ray: `samples` points.
+    n = cfg["rays"] * cfg["samples"]
+    return n * (cfg["depth"] * cfg["width"] + 4) * itemsize(dtype)

@@ -40,6 +40,7 @@ SIZES = {
     "small": {"N": 2, "C_in": 1, "C_out": 2, "HW": 64, "filters": 8, "levels": 2},
     "paper": {"N": 1, "C_in": 1, "C_out": 2, "HW": 128, "filters": 16, "levels": 1},
 }
+BATCH_AXIS = "N"  # the images of the batch
 
 
 def convs(cfg):
@@ -58,8 +59,7 @@ def convs(cfg):
     return layers
 
 
-def init(rng, size, dtype):
-    cfg = SIZES[size]
+def init(rng, cfg, dtype):
     if cfg["HW"] % 2 ** cfg["levels"]:
         raise ValueError(f"image side {cfg['HW']} must be divisible by 2**levels")
     params = {}
@@ -124,7 +124,7 @@ def loss(ops, params, inputs, cfg):
     return ops.neg(ops.mean(ops.sum(ops.mul(inputs["labels"], log_probs), axis=1)))
 
 
-def bound_bytes(size, dtype):
+def bound_bytes(cfg, dtype):
     # Each conv's weight gradient needs the conv's input, and each ReLU's VJP needs its
     # output (or a same-sized pre-activation), so every ReLU output is stored: at level
     # l (side HW/2^l, F*2^l channels) the encoder's two, and for l < levels the
@@ -134,7 +134,8 @@ def bound_bytes(size, dtype):
     # already counted), and the logits (the softmax VJP needs them). The upsampled
     # maps and the concatenations are copies of counted tensors: left out, since a
     # framework may fuse them away. All of it is live at the end of the forward pass.
-    c = SIZES[size]
+    # Every term has one factor N: per image, the same sum with N = 1.
+    c = cfg
     N, F, L, side = c["N"], c["filters"], c["levels"], c["HW"]
     elements = N * c["C_out"] * side * side  # logits
     for level in range(L + 1):

@@ -27,7 +27,7 @@ def test_reference_peak_on_chained_dot_is_at_least_the_bound_and_close_to_it(tmp
     assert proc.returncode == 0, proc.stderr
     (record,) = records
     assert record["status"] == "ok"
-    bound = workloads.get("chained_dot").bound_bytes("small", "float64")  # 100 MB
+    bound = workloads.bound_bytes("chained_dot", "small", "float64")  # 100 MB
     peak = record["peak_bytes"]["total"]
     # Nothing that stores activations can keep fewer than the L live intermediates; the
     # engine adds at most 3 D x D buffers (6 MB) for backward, and RSS adds page and
