@@ -388,8 +388,9 @@ def test_bound_scales_as_derived(monkeypatch, name, knob, linear):
 
 
 def test_bound_details(monkeypatch):
-    # chained_dot: D^2 per product
-    assert bound_with(monkeypatch, "chained_dot", D=64) == 4 * bound_with(monkeypatch, "chained_dot", D=32)
+    # chained_dot: D x cols per product
+    assert bound_with(monkeypatch, "chained_dot", D=64, cols=64) == 4 * bound_with(monkeypatch, "chained_dot", D=32, cols=32)
+    assert bound_with(monkeypatch, "chained_dot", cols=64) == 2 * bound_with(monkeypatch, "chained_dot", cols=32)
     # U-Net: every stored map is an image, so 4x the pixels is 4x the bytes
     assert bound_with(monkeypatch, "unet", HW=16) == 4 * bound_with(monkeypatch, "unet", HW=8)
     # tiny NeRF: depth * width per sample plus 4 rendering values

@@ -85,6 +85,7 @@ def group(records):
         series = out.get(key)
         if series is None:
             cell = {k: record.get(k) for k in results.CELL_KEYS + results.VARIANT_KEYS}
+            cell["batch"] = None  # a series is every batch of the cell
             series = out[key] = Series(cell)
         if record.get("scale_check"):
             series.checks.append(record)
