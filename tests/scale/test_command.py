@@ -1,0 +1,50 @@
+"""`python -m harness scale` end to end: one real run at tiny, and bad input refused
+before anything runs."""
+
+import os
+import subprocess
+import sys
+
+from harness import results, workloads
+from harness.scale import series as scale_series
+
+SCALE = [sys.executable, "-m", "harness", "scale"]
+
+
+def scale(tmp_path, *args):
+    out = tmp_path / "s.jsonl"
+    proc = subprocess.run(SCALE + list(args) + ["--out", str(out)], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ))
+    return proc, (results.read_records(out) if out.exists() else [])
+
+
+def test_a_real_run_at_tiny_fits_the_reference_engine_and_refuses_a_budget_below_batch_1(tmp_path):
+    # chained_dot tiny: D = 32, L = 5; the batch axis is z's column count.
+    proc, records = scale(tmp_path, "--workload", "chained_dot", "--framework", "reference", "--size", "tiny",
+                          "--batch", "1,64", "--budget", "1", "--quiet")
+    assert [(r["batch"], r["status"]) for r in records] == [(1, "ok"), (64, "ok")], proc.stderr
+    for r in records:  # memory-only records: no time pass ran
+        assert r["time_s"] is None and r["bound_bytes"] == workloads.bound_bytes("chained_dot", "tiny",
+                                                                                      "float32", r["batch"])
+    (fit,) = [scale_series.fit(s) for s in scale_series.group(records).values()]
+    per_sample = workloads.bound_per_sample("chained_dot", "tiny", "float32")  # (L-1) D x 4 bytes = 512
+    # tracemalloc counts the engine's arrays exactly: each column keeps its L-1 saved
+    # products (the bound) and, at the backward peak, at most the output and two
+    # cotangents of D floats more: between 1x and (L-1+3)/(L-1) = 1.75x the bound.
+    assert per_sample <= fit.traced["total"].per_sample <= 1.75 * per_sample
+    assert "peak total" in proc.stdout and "footprint" in proc.stdout
+    # A budget of 1 byte is below the footprint at batch 1: named, exit 2.
+    assert proc.returncode == 2 and "no batch fits" in proc.stderr
+
+
+def test_bad_input_is_refused_before_anything_runs(tmp_path):
+    for args, says in [
+        (["--batch", "4"], "a line needs 2 or more batches"),
+        (["--batch", "0,1,2"], "a batch must be at least 1, got 0"),
+        (["--batch", "1,2", "--budget", "lots"], "expected bytes, e.g. 1GiB"),
+        (["--batch", "1,2", "--verify"], "give --budget too"),
+        (["--workload", "nope"], "chained_dot"),
+    ]:
+        proc, records = scale(tmp_path, "--framework", "reference", "--size", "tiny", *args)
+        assert proc.returncode == 2 and says in proc.stderr, (args, proc.stderr)
+        assert records == []
