@@ -30,8 +30,10 @@ def test_a_real_run_at_tiny_fits_the_reference_engine_and_refuses_a_budget_below
     per_sample = workloads.bound_per_sample("chained_dot", "tiny", "float32")  # (L-1) D x 4 bytes = 512
     # tracemalloc counts the engine's arrays exactly: each column keeps its L-1 saved
     # products (the bound) and, at the backward peak, at most the output and two
-    # cotangents of D floats more: between 1x and (L-1+3)/(L-1) = 1.75x the bound.
-    assert per_sample <= fit.traced["total"].per_sample <= 1.75 * per_sample
+    # cotangents of D floats more: between 1x and (L-1+3)/(L-1) = 1.75x the bound. The
+    # lower end allows 1 %: Python objects of a few bytes move the two points apart by
+    # a few bytes that are not the batch's (measured: 511.8 bytes per sample).
+    assert 0.99 * per_sample <= fit.traced["total"].per_sample <= 1.75 * per_sample
     assert "peak total" in proc.stdout and "footprint" in proc.stdout
     # A budget of 1 byte is below the footprint at batch 1: named, exit 2.
     assert proc.returncode == 2 and "no batch fits" in proc.stderr
