@@ -29,14 +29,13 @@ per cell and the command exits 2 after printing every fit. docs/scale.md.
 
 import math
 import shutil
-import sys
 import tempfile
 import time
 
 from harness import choices, frameworks, results, workloads
 from harness.measure import cells, interrupts, resume
 from harness.measure.cell import Options
-from harness.measure.sweep import parse_bytes
+from harness.measure.sweep import _say, parse_bytes  # _say: a status line that survives a closed terminal
 from harness.scale import batches as batch_specs
 from harness.scale import series as scale_series
 from harness.scale.fit import BudgetError, FitError, largest_batch
@@ -258,12 +257,3 @@ class Scale:
         if not self.args.quiet:
             _say(f"[{self.passes} recorded] {cells.label(cell)}: {what}  ({time.monotonic() - self.started:.0f} s)")
 
-
-def _say(text, quiet=False):
-    """A status line on stderr; a closed terminal (SIGHUP) is not an error."""
-    if quiet:
-        return
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except OSError:
-        pass
