@@ -29,6 +29,10 @@ added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md
   (medians), ``time_spread_s`` (interquartile range; both null when no time pass ran:
   the memory-only records of `harness scale`), ``compile_s``; ``grad_rel_err``,
   ``timeline`` ({t_s, rss_bytes, marks});
+  since issue 11 also ``time_min_s``, ``cpu_time_s`` (process CPU time, user + sys,
+  median per phase), ``time_noisy`` (bool: the time is advisory, ``time_noise`` says
+  why) and ``time_stats`` (samples, how many were clean, the median's precision, other
+  processes' CPU use);
 - ``provenance``: versions, git commit, machine, python, the worker environment,
   threads, seed, start time, and how each figure was taken.
 
@@ -166,6 +170,11 @@ def validate(record):
     batch = record.get("batch")
     if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
         raise SchemaError(f"batch must be null or a positive int, got {batch!r}")
+    for key in ("time_min_s", "cpu_time_s"):  # issue 11; absent from older records
+        if record.get(key) is not None:
+            _check_phases(record, key, float, required=True)
+    if record.get("time_noisy") not in (None, True, False):  # null: no time pass, or older records
+        raise SchemaError(f"time_noisy must be true, false or null, got {record['time_noisy']!r}")
     if record["tracemalloc_peak_bytes"] is not None:
         _check_phases(record, "tracemalloc_peak_bytes", int, required=True)
     if not isinstance(record["bound_bytes"], int) or record["bound_bytes"] <= 0:

@@ -19,8 +19,11 @@ absolute floor (512 KiB of memory, a millisecond: below that is measurement grai
 a regression; the memory floor is about twice the process-to-process spread of the
 RSS-based peak on a small cell, 232 KiB over 13 sweeps of the reference engine's
 rnn_fanout at `small`, 4.68-4.92 MB, so a no-op commit does not fail the gate). A cell that had a figure and now has none (it started to
-fail, oom or time out) worsens too. Exit 0 when nothing worsened, 1 when something
-did, 2 when the comparison cannot be made (no results for a commit, bad arguments).
+fail, oom or time out) worsens too. A time the harness marked noisy on either side
+(bench_time.TimeNoise.track_noisy = 1: other processes took a CPU during its repeats,
+or they spread widely) is *advisory*: listed, never failing. Exit 0 when nothing
+worsened, 1 when something did, 2 when the comparison cannot be made (no results for
+a commit, bad arguments).
 """
 
 import argparse
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 
 UNIT_KIND = {"bytes": "memory", "seconds": "time"}
 KINDS = ("memory", "time")
+NOISE_BENCHMARK = "bench_time.TimeNoise.track_noisy"  # 1.0 where a cell's time is noisy
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Change:
     before: float
     after: float
     worse: bool
+    advisory: bool = False  # a noisy time: shown, never failing
 
     @property
     def ratio(self):
@@ -106,6 +111,15 @@ def benchmark_units(results_dir):
     return {name: info for name, info in suite.items() if isinstance(info, dict) and "unit" in info}
 
 
+def noisy_cells(result, suite):
+    """The parameter combinations (as tuples) whose time is marked noisy in `result`."""
+    if NOISE_BENCHMARK not in suite or NOISE_BENCHMARK not in result.get_result_keys(suite):
+        return set()
+    params = result.get_result_params(NOISE_BENCHMARK)
+    values = result.get_result_value(NOISE_BENCHMARK, params)
+    return {combo for combo, value in zip(itertools.product(*params), values) if value == 1.0}
+
+
 #: the memory benchmarks the gate judges by default: the step peak per phase
 STEP_PEAK = r"\.PeakMemory\."
 
@@ -116,6 +130,7 @@ def compare(before_results, after_results, suite, thresholds, floors, pattern=No
     changes = []
     for env in sorted(set(before_results) & set(after_results)):
         before, after = before_results[env], after_results[env]
+        noisy = noisy_cells(before, suite) | noisy_cells(after, suite)
         for name in sorted(set(before.get_result_keys(suite)) & set(after.get_result_keys(suite))):
             kind = UNIT_KIND.get(suite[name].get("unit"))
             if kind not in thresholds or (pattern and not re.search(pattern, name)):
@@ -126,18 +141,19 @@ def compare(before_results, after_results, suite, thresholds, floors, pattern=No
             old = before.get_result_value(name, params)
             new = after.get_result_value(name, params)
             names = suite[name].get("param_names") or []
-            combos = [", ".join(f"{n}={v.strip(chr(39))}" for n, v in zip(names, combo))
-                      for combo in itertools.product(*params)] if params else [""]
+            raw = list(itertools.product(*params)) if params else [()]
+            combos = [", ".join(f"{n}={v.strip(chr(39))}" for n, v in zip(names, combo)) for combo in raw]
             if not params:
                 old, new = [old], [new]
-            for combo, a, b in zip(combos, old, new):
+            for key, combo, a, b in zip(raw, combos, old, new):
                 if not _finite(a):
                     continue  # no baseline figure: nothing to regress from
                 if not _finite(b):
                     worse = True  # it ran before and does not now
                 else:
                     worse = b > a * (1 + thresholds[kind]) and b - a > floors[kind]
-                changes.append(Change(name, combo, env, kind, a, b, worse))
+                advisory = worse and kind == "time" and key in noisy and _finite(b)
+                changes.append(Change(name, combo, env, kind, a, b, worse and not advisory, advisory))
     return changes
 
 
@@ -155,7 +171,13 @@ def report(changes, out=sys.stdout):
         ratio = "now n/a" if not _finite(change.after) else f"{change.ratio:.3f}x"
         print(f"WORSE  {ratio:>9}  {_human(change.before, change.kind):>14} -> "
               f"{_human(change.after, change.kind):>14}  {change.benchmark}({change.params}) [{change.env}]", file=out)
-    print(f"{len(worse)} of {len(changes)} figures worsened", file=out)
+    advisory = sorted((c for c in changes if c.advisory), key=lambda c: -c.ratio)
+    for change in advisory:
+        print(f"NOISY  {change.ratio:>8.3f}x  {_human(change.before, change.kind):>14} -> "
+              f"{_human(change.after, change.kind):>14}  {change.benchmark}({change.params}) [{change.env}] "
+              "(time marked noisy: advisory, not failing)", file=out)
+    print(f"{len(worse)} of {len(changes)} figures worsened"
+          + (f"; {len(advisory)} noisy time(s) beyond the threshold, advisory" if advisory else ""), file=out)
     return worse
 
 

@@ -5,22 +5,27 @@
    `grad_rel_err` measures arithmetic, not input rounding;
 2. the memory pass (malloc settings on, RSS timeline sampled from outside);
 3. the time pass (default allocator), only when the memory pass succeeded: nothing
-   else runs while it does.
+   else runs while it measures (`gated`: it sets up beside other passes, then waits
+   until the machine is its alone).
 
-`harness scale` asks for the memory pass alone (`memory_only`): no reference gradient
-(`harness check` checks gradients) and no time pass, so its records carry null times.
+`CellRunner` makes the passes (executor Tasks) and turns their outcomes into the
+record; *when* each runs is the schedule's business (harness/measure/schedule.py).
+
+`harness scale` asks for the memory pass alone (`start(..., memory_only=True)`): no
+reference gradient (`harness check` checks gradients) and no time pass, so its
+records carry null times (`memory_record`).
 
 A pass that fails decides the record's status and message; a record that is not "ok"
 carries no figures.
 """
 
-import os
 from dataclasses import dataclass
 
 from harness import results
 from harness.frameworks import threads
 from harness.measure import cells, environment, provenance, timeline
-from harness.measure.runner import run_worker
+from harness.measure.executor import Task
+from harness.measure.timing import Policy
 
 #: the memory pass's figures, copied into the record as they are (results.py says
 #: what each means; footprint = retained + step peak is checked there)
@@ -50,98 +55,142 @@ TRACEMALLOC_FRAMEWORKS = ("reference", "autograd", "pytensor")
 class Options:
     seed: int = 0
     warmup: int = 1
-    repeat: int = 5
+    repeat: int = 5  # the time pass's minimum number of timed steps
+    precision: float = Policy.precision  # ... then on until the median is known this well
+    time_budget_s: float = Policy.budget_s  # ... or this many seconds of timed steps are spent
+    threads: int = None  # every framework's thread count (None: $GRADMEM_THREADS or 2)
     timeout_s: float = 600.0
     memory_limit: int = None
     lr: float = 1e-3
+
+
+@dataclass
+class CellState:
+    """One cell on its way through its passes."""
+
+    index: int
+    cell: dict
+    adapter: object
+    prov: dict
+    job: dict
+    memory: object = None  # the memory pass's Outcome, once it ended
+    memory_only: bool = False  # harness scale: no reference gradient, no time pass
+
+
+def reference_key(cell):
+    return (cell["workload"], cell["size"], cell["dtype"])
 
 
 class CellRunner:
     def __init__(self, workdir, options):
         self.workdir = workdir
         self.options = options
-        self.reference = {}  # (workload, size, dtype) -> (npz path or None, note)
+        self.reference = {}  # reference_key -> (npz path or None, note)
         self.count = 0
 
     def _name(self, tag):
         self.count += 1
         return f"{self.count:04d}-{tag}"
 
-    # ---- the reference gradient -------------------------------------------------------
-    def reference_gradient(self, cell):
-        key = (cell["workload"], cell["size"], cell["dtype"])
-        if key not in self.reference:
-            self.reference[key] = self._compute_reference(cell)
-        return self.reference[key]
+    def _environment(self, adapter, kind):
+        return environment.worker_environment(adapter, kind, thread_count=self.options.threads)
 
-    def _compute_reference(self, cell):
+    # ---- the reference gradient -------------------------------------------------------
+    def reference_task(self, cell):
+        """The pass computing `cell`'s reference gradient; None when it is known already
+        (or cannot be computed: the note says why)."""
+        key = reference_key(cell)
+        if key in self.reference:
+            return None
         adapter, reason = cells.adapter_or_reason("reference")
         ok, reason = adapter.available() if adapter else (False, reason)
         if not ok:
-            return None, f"reference engine unavailable: {reason}"
+            self.reference[key] = (None, f"reference engine unavailable: {reason}")
+            return None
         name = self._name(f"refgrad-{cell['workload']}-{cell['size']}-{cell['dtype']}")
-        out = os.path.join(self.workdir, f"{name}.npz")
+        out = f"{self.workdir}/{name}.npz"
         job = {"kind": "reference_gradient", "cell": cell, "seed": self.options.seed, "out_path": out}
-        env, _ = environment.worker_environment(adapter, "time")
-        outcome = run_worker(job, env, self.workdir, name, timeout_s=self.options.timeout_s)
-        if not outcome.ok:
-            return None, f"reference gradient failed ({outcome.status}): {outcome.message[:300]}"
-        return out, "reference engine, float64, on the cell's values cast to float64"
+        env, _ = self._environment(adapter, "time")
+        return Task(job, env, name, self.options.timeout_s, tag=("reference", key))
+
+    def reference_done(self, task, outcome):
+        key = task.tag[1]
+        if outcome.ok:
+            self.reference[key] = (task.job["out_path"], "reference engine, float64, on the cell's values cast to float64")
+        else:
+            self.reference[key] = (None, f"reference gradient failed ({outcome.status}): {outcome.message[:300]}")
 
     # ---- one cell -------------------------------------------------------------------------
-    def measure(self, cell, progress=None, memory_only=False):
-        """The result record of `cell` (of its memory pass alone with `memory_only`)."""
+    def start(self, index, cell, memory_only=False):
+        """A CellState, or the record of a cell that cannot run here ("unavailable").
+        `memory_only`: the cell's record is its memory pass alone (memory_record)."""
         adapter, reason = cells.adapter_or_reason(cell["framework"])
         prov = self._provenance(cell, adapter)
         reason = reason or cells.unavailable_reason(cell, adapter)
         if reason:
             return results.new_record(cell, "unavailable", reason, prov)
-
-        ref_path, ref_note = (None, MEMORY_ONLY) if memory_only else self.reference_gradient(cell)
-        prov["reference_gradient"] = ref_note
+        o = self.options
         job = {
             "cell": cell,
-            "seed": self.options.seed,
+            "seed": o.seed,
             "optimizer": cell.get("optimizer"),
-            "lr": self.options.lr,
-            "warmup": self.options.warmup,
-            "repeat": self.options.repeat,
-            "memory_limit": self.options.memory_limit,
+            "lr": o.lr,
+            "warmup": o.warmup,
+            "repeat": o.repeat,
+            "precision": o.precision,
+            "time_budget_s": o.time_budget_s,
+            "memory_limit": o.memory_limit,
         }
-        tag = f"{cell['workload']}-{cell['framework']}-{cell['mode']}-{cell['device']}"
+        return CellState(index, cell, adapter, prov, job, memory_only=memory_only)
 
-        if progress:
-            progress("memory")
-        env, recorded = environment.worker_environment(adapter, "memory")
-        prov["env"] = recorded
-        memory_job = dict(
-            job,
+    def _tag(self, cell):
+        return f"{cell['workload']}-{cell['framework']}-{cell['mode']}-{cell['device']}"
+
+    def memory_task(self, state):
+        """The memory pass (needs the reference gradient: reference_task first)."""
+        cell = state.cell
+        if state.memory_only:
+            ref_path, ref_note = None, MEMORY_ONLY
+        else:
+            ref_path, ref_note = self.reference.get(reference_key(cell), (None, "no reference gradient computed"))
+        state.prov["reference_gradient"] = ref_note
+        env, recorded = self._environment(state.adapter, "memory")
+        state.prov["env"] = recorded
+        job = dict(
+            state.job,
             kind="memory",
             tracemalloc=cell["framework"] in TRACEMALLOC_FRAMEWORKS,
             reference_gradient_path=ref_path,
         )
-        memory = run_worker(
-            memory_job, env, self.workdir, self._name(f"memory-{tag}"), self.options.timeout_s, sample_rss=True
-        )
-        prov["worker_wall_s"] = {"memory": round(memory.wall_s, 3)}
-        if not memory.ok:
-            return results.new_record(cell, memory.status, f"memory pass: {memory.message}", prov)
-        if memory_only:
-            return self._record(cell, prov, memory, None)
+        name = self._name(f"memory-{self._tag(cell)}")
+        # CUDA memory passes run alone: NVML's figures are per device, not per process.
+        alone = cell["device"] != "cpu"
+        return Task(job, env, name, self.options.timeout_s, sample_rss=True, exclusive=alone, tag=("memory", state))
 
-        if progress:
-            progress("time")
-        env, recorded = environment.worker_environment(adapter, "time")
-        prov["time_env"] = recorded
-        # Times are only as good as the machine is idle: a busy core stalls the BLAS
-        # and OpenMP pools (2-4x slower medians seen here). Recorded so a reader can tell.
-        load_before = os.getloadavg()[0]
-        timing = run_worker(dict(job, kind="time"), env, self.workdir, self._name(f"time-{tag}"), self.options.timeout_s)
-        prov["load_average_1min"] = {"before_time_pass": load_before, "after_time_pass": os.getloadavg()[0]}
-        prov["worker_wall_s"]["time"] = round(timing.wall_s, 3)
-        if not timing.ok:
-            return results.new_record(cell, timing.status, f"time pass: {timing.message}", prov)
-        return self._record(cell, prov, memory, timing)
+    def memory_done(self, state, outcome):
+        """None when the time pass may follow, else the cell's (failed) record."""
+        state.memory = outcome
+        state.prov["worker_wall_s"] = {"memory": round(outcome.wall_s, 3)}
+        if not outcome.ok:
+            return results.new_record(state.cell, outcome.status, f"memory pass: {outcome.message}", state.prov)
+        return None
+
+    def memory_record(self, state, outcome):
+        """The record of a memory-only cell (harness scale): its memory pass alone."""
+        return self.memory_done(state, outcome) or self._record(state.cell, state.prov, outcome, None)
+
+    def time_task(self, state):
+        env, recorded = self._environment(state.adapter, "time")
+        state.prov["time_env"] = recorded
+        name = self._name(f"time-{self._tag(state.cell)}")
+        return Task(dict(state.job, kind="time"), env, name, self.options.timeout_s, gated=True, tag=("time", state))
+
+    def time_done(self, state, outcome):
+        """The cell's record."""
+        state.prov["worker_wall_s"]["time"] = round(outcome.wall_s, 3)
+        if not outcome.ok:
+            return results.new_record(state.cell, outcome.status, f"time pass: {outcome.message}", state.prov)
+        return self._record(state.cell, state.prov, state.memory, outcome)
 
     def _record(self, cell, prov, memory, timing):
         m, t = memory.result, (timing.result if timing is not None else {})
@@ -175,6 +224,11 @@ class CellRunner:
             step_kind=m.get("step_kind"),
             first_step_time_s=t.get("first_step_time_s"),
             time_samples_s=t.get("time_samples_s"),
+            time_min_s=t.get("time_min_s"),
+            cpu_time_s=t.get("cpu_time_s"),
+            time_noisy=t.get("time_noisy"),
+            time_noise=t.get("time_noise"),
+            time_stats=t.get("time_stats"),
             grad_check=m.get("grad_check"),
             steady_samples=m.get("steady_samples"),
         )
@@ -191,11 +245,16 @@ class CellRunner:
             "machine": provenance.machine(),
             "python": provenance.python(),
             "env": {},
-            "threads": threads.thread_count(),
+            "threads": o.threads if o.threads is not None else threads.thread_count(),
             "seed": o.seed,
             "started_at": provenance.now_iso(),
             "warmup_steps": o.warmup,
-            "time_repeats": o.repeat,
+            "time_repeats": o.repeat,  # at least; then until time_precision or time_budget_s
+            "time_precision": o.precision,
+            "time_budget_s": o.time_budget_s,
+            "time_rule": "timed steps until the median's 90 % interval is within +-time_precision, or "
+            "time_budget_s seconds of them are spent; median of the steps no other process disturbed "
+            "(harness/measure/timing.py)",
             "timeout_s": o.timeout_s,
             "memory_limit_bytes": o.memory_limit,
             "time_spread": "interquartile range (75th - 25th percentile, linear interpolation)",

@@ -45,10 +45,11 @@ WATCHED = (
 )
 
 
-def worker_environment(adapter, pass_kind, base=None):
-    """(env for the worker process, {var: value} we set or inherited that matter)."""
+def worker_environment(adapter, pass_kind, base=None, thread_count=None):
+    """(env for the worker process, {var: value} we set or inherited that matter).
+    `thread_count`: the sweep's --threads (default: $GRADMEM_THREADS, else 2)."""
     env = dict(os.environ if base is None else base)
-    ours = dict(threads.thread_environment())
+    ours = dict(threads.thread_environment(thread_count))
     ours.update(adapter.environment or {})
     if pass_kind == "memory":
         for key, value in MEMORY_SETTINGS.items():

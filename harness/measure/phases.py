@@ -75,26 +75,31 @@ class Step:
 
 class TimeMeter:
     """Wall time per phase and of the whole step, synchronised by the Step (the adapter's
-    `sync` runs inside each phase)."""
+    `sync` runs inside each phase), and beside it the process's CPU time (user + sys of
+    all its threads): a framework that spins or runs more threads shows it there."""
 
     def __init__(self):
-        self.samples = {}
-        self._t_phase = self._t_step = None
+        self.samples, self.cpu_samples = {}, {}
+        self._t_phase = self._t_step = self._c_phase = self._c_step = None
 
     def begin_step(self):
+        self._c_step = time.process_time()
         self._t_step = time.perf_counter()
 
     def begin(self, phase):
+        self._c_phase = time.process_time()
         self._t_phase = time.perf_counter()
 
     def end(self, phase, live=None):
         self.samples.setdefault(phase, []).append(time.perf_counter() - self._t_phase)
+        self.cpu_samples.setdefault(phase, []).append(time.process_time() - self._c_phase)
 
     def end_step(self):
         self.samples.setdefault("total", []).append(time.perf_counter() - self._t_step)
+        self.cpu_samples.setdefault("total", []).append(time.process_time() - self._c_step)
 
     def clear(self):
-        self.samples = {}
+        self.samples, self.cpu_samples = {}, {}
 
 
 def phase_figures(values, combine):

@@ -4,7 +4,8 @@ A killed sweep keeps every finished record (each is appended atomically), so run
 it again with the same arguments and --resume measures only the cells without one. A
 cell is its CELL_KEYS plus its variant (optimizer, remat, order, batch); a record of any
 status counts as done (re-running a failed cell is a new sweep, not a resume). Records
-measured with other settings (seed, --warmup, --repeat, --timeout, --memory-limit)
+measured with other settings (seed, --warmup, --repeat, --precision, --time-budget,
+--timeout, --memory-limit)
 are refused rather than mixed into one table; damaged lines are named and their cells
 run again.
 """
@@ -16,6 +17,8 @@ SETTINGS = {
     "seed": "--seed",
     "warmup_steps": "--warmup",
     "time_repeats": "--repeat",
+    "time_precision": "--precision",
+    "time_budget_s": "--time-budget",
     "timeout_s": "--timeout",
     "memory_limit_bytes": "--memory-limit",
 }

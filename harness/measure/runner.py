@@ -42,70 +42,131 @@ class Outcome:
         return self.status == "ok"
 
 
-def run_worker(job, env, workdir, name, timeout_s=None, sample_rss=False):
-    """Run one worker job (a dict) to completion; an Outcome, never an exception
-    (except KeyboardInterrupt and interrupts.Interrupted, after the worker's group has
-    been killed)."""
-    paths = {kind: os.path.join(workdir, f"{name}.{kind}") for kind in ("job", "result", "marks", "log")}
-    job = dict(job, marks_path=paths["marks"], parent_pid=os.getpid())  # worker.py: _end_with_parent
-    with open(paths["job"], "w", encoding="utf-8") as handle:
-        json.dump(job, handle)
-    started = time.monotonic()
-    oom_kills_before = failures.oom_kills()
-    proc = sampler = None
-    try:
+class WorkerProcess:
+    """One running worker: started at once, then `poll()`ed until it has ended, then
+    `outcome()`. Not blocking, so an executor can watch several (harness/measure/executor.py)."""
+
+    def __init__(self, job, env, workdir, name, timeout_s=None, sample_rss=False, gated=False):
+        self.paths = {kind: os.path.join(workdir, f"{name}.{kind}") for kind in ("job", "result", "marks", "log")}
+        # parent_pid: worker.py's _end_with_parent
+        self.job = dict(job, marks_path=self.paths["marks"], gated=gated, parent_pid=os.getpid())
+        self.timeout_s = timeout_s
+        with open(self.paths["job"], "w", encoding="utf-8") as handle:
+            json.dump(self.job, handle)
+        self.started = time.monotonic()
+        self.deadline = None if timeout_s is None else self.started + timeout_s
+        self.oom_kills_before = failures.oom_kills()
         # Registered before a signal can cut in: the handler kills every registered
         # group (interrupts.py), and a worker it does not know of would run on.
-        with interrupts.deferred(), open(paths["log"], "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.measure.worker", paths["job"], paths["result"]],
+        with interrupts.deferred(), open(self.paths["log"], "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "harness.measure.worker", self.paths["job"], self.paths["result"]],
                 env=env,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE if gated else subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-            interrupts.started(proc.pid)
-        sampler = RssSampler(proc.pid).start() if sample_rss else None
-        timed_out = not _wait_exited(proc.pid, timeout_s)
-    finally:
-        if sampler is not None:
-            sampler.stop()
-        if proc is not None:
-            _kill_group(proc)  # the worker (if hung) and anything it left running
-            interrupts.ended(proc.pid)  # before reaping: see interrupts.started
-            proc.wait()
-    interrupts.raise_if_stopping()  # killed by a signal's handler: not a failed cell
-    wall_s = time.monotonic() - started
-    marks = read_marks(paths["marks"])
-    last = marks[-1][1] if marks else None
-    limited = bool(job.get("memory_limit"))
-    if timed_out:
-        message = f"worker exceeded the timeout of {timeout_s:g} s{failures.where(last)}; its process group was killed"
-        return Outcome("timeout", message, {}, marks, sampler, wall_s)
-    if os.path.exists(paths["result"]):
-        with open(paths["result"], encoding="utf-8") as handle:
-            result = json.load(handle)
-        message = result.get("message", "")
-        if result["status"] == "error":
-            message = f"{message}\n--- worker output (tail) ---\n{_tail(paths['log'])}".rstrip()
-        return Outcome(result["status"], message, result, marks, sampler, wall_s)
-    oom_kills_after = failures.oom_kills()
-    oom_killed = None if None in (oom_kills_before, oom_kills_after) else oom_kills_after > oom_kills_before
-    status, message = failures.from_death(proc.returncode, _tail(paths["log"]), last, limited, oom_killed)
-    return Outcome(status, message, {}, marks, sampler, wall_s)
+            interrupts.started(self.proc.pid)
+        self.pid = self.proc.pid
+        self.sampler = RssSampler(self.proc.pid).start() if sample_rss else None
+        self.timed_out = self.killed = self.ended = False
+        self.wall_s = 0.0
+        # A gated worker stops at its "ready" mark (set up, nothing measured yet) and
+        # reads stdin until `release()`: its measured part then runs when the executor
+        # says so. The time spent waiting does not count against its timeout.
+        self.gated, self.released, self.ready_at = gated, not gated, None
 
-
-def _wait_exited(pid, timeout_s):
-    """True once `pid` has exited (left as a zombie), False at the timeout."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-    while True:
-        if os.waitid(os.P_PID, pid, flags) is not None:
-            return True
-        if deadline is not None and time.monotonic() >= deadline:
+    def at_gate(self):
+        """True while a gated worker waits at its gate (it has marked "ready")."""
+        if self.released or self.ended:
             return False
-        time.sleep(POLL_S)
+        if self.ready_at is None and any(name == "ready" for _, name in read_marks(self.paths["marks"])):
+            self.ready_at = time.monotonic()
+        return self.ready_at is not None
+
+    def release(self):
+        """Let a worker waiting at its gate go on (it reads one line from stdin)."""
+        if self.deadline is not None and self.ready_at is not None:
+            self.deadline += time.monotonic() - self.ready_at
+        self.released = True
+        try:
+            self.proc.stdin.write(b"go\n")
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # it died meanwhile: poll() will say how
+
+    def poll(self):
+        """True once the worker has exited (or was killed at its timeout)."""
+        if self.ended:
+            return True
+        if os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            self._end()
+        elif self.deadline is not None and not self.at_gate() and time.monotonic() >= self.deadline:
+            self.timed_out = True
+            self._end()
+        return self.ended
+
+    def kill(self):
+        """Kill the worker's whole process group now (cancel, Ctrl-C, SIGTERM)."""
+        if not self.ended:
+            self.killed = True
+            self._end()
+
+    def _end(self):
+        if self.ended:  # a signal handler's cancel may have ended it meanwhile
+            return
+        self.ended = True
+        self.wall_s = time.monotonic() - self.started
+        if self.sampler is not None:
+            self.sampler.stop()
+        _kill_group(self.proc)  # the worker (if hung) and anything it left running
+        interrupts.ended(self.proc.pid)  # before reaping: see interrupts.started
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        self.proc.wait()
+
+    def outcome(self):
+        """How the ended worker went: an Outcome, never an exception."""
+        paths, job = self.paths, self.job
+        marks = read_marks(paths["marks"])
+        last = marks[-1][1] if marks else None
+        limited = bool(job.get("memory_limit"))
+        if self.timed_out:
+            message = (
+                f"worker exceeded the timeout of {self.timeout_s:g} s{failures.where(last)}; its process group was killed"
+            )
+            return Outcome("timeout", message, {}, marks, self.sampler, self.wall_s)
+        if os.path.exists(paths["result"]):
+            with open(paths["result"], encoding="utf-8") as handle:
+                result = json.load(handle)
+            message = result.get("message", "")
+            if result["status"] == "error":
+                message = f"{message}\n--- worker output (tail) ---\n{_tail(paths['log'])}".rstrip()
+            return Outcome(result["status"], message, result, marks, self.sampler, self.wall_s)
+        oom_kills_after = failures.oom_kills()
+        before = self.oom_kills_before
+        oom_killed = None if None in (before, oom_kills_after) else oom_kills_after > before
+        status, message = failures.from_death(self.proc.returncode, _tail(paths["log"]), last, limited, oom_killed)
+        return Outcome(status, message, {}, marks, self.sampler, self.wall_s)
+
+
+def run_worker(job, env, workdir, name, timeout_s=None, sample_rss=False):
+    """Run one worker job (a dict) to completion; an Outcome, never an exception
+    (except KeyboardInterrupt and interrupts.Interrupted, after the worker's group has
+    been killed)."""
+    worker = WorkerProcess(job, env, workdir, name, timeout_s, sample_rss)
+    try:
+        while not worker.poll():
+            time.sleep(POLL_S)
+    except BaseException:
+        worker.kill()
+        raise
+    interrupts.raise_if_stopping()  # killed by a signal's handler: not a failed cell
+    return worker.outcome()
 
 
 def _kill_group(proc):

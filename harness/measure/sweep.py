@@ -4,9 +4,10 @@
         --size small --dtype float64 --out r.jsonl
 
 Defaults: every workload and framework, size small, float32 (what GPUs and the asv
-grid use), cpu, eager, no optimizer, 5 timed repeats after 1 warm-up step, a 600 s
-timeout per worker, no memory limit. Lists are comma-separated; "all" means every
-valid name. Plural spellings (--workloads, --frameworks, --devices, --modes) are the
+grid use), cpu, eager, no optimizer, at least 5 timed steps after 1 warm-up step (more
+until the median is known within 5 %, at most 5 s of them), a 600 s timeout per
+worker, no memory limit, every framework on $GRADMEM_THREADS (default 2) threads.
+Lists are comma-separated; "all" means every valid name. Plural spellings (--workloads, --frameworks, --devices, --modes) are the
 same options (benchmarks/common.py uses them).
 
 Each finished cell's record is appended to --out at once, atomically (an existing
@@ -19,6 +20,11 @@ removed, and the exit code is 128 + the signal (143, 129, 130; interrupts.py).
 stops it with exit 1, naming the file; the records before are intact. The table of
 this sweep's cells (with --resume, of every cell in the file) is printed at the end.
 Every fault and what happens: docs/faults.md.
+
+Schedule (harness/measure/schedule.py): reference gradients and memory passes run
+--jobs at a time (default: one per CPU); each time pass sets up beside them and
+measures alone. `--schedule serial` is the one-pass-at-a-time order of before, for
+comparisons (tools/sweep_compare.py).
 """
 
 import errno
@@ -28,8 +34,10 @@ import tempfile
 import time
 
 from harness import choices, frameworks, results, workloads
-from harness.measure import cells, interrupts, resume, table
+from harness.measure import cells, interrupts, resume, schedule, table
 from harness.measure.cell import CellRunner, Options
+from harness.measure.executor import LocalExecutor
+from harness.measure.timing import Policy
 
 UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
@@ -51,10 +59,35 @@ def add_arguments(parser):
     parser.add_argument(
         "--order", default="heap", help="heap|bfs|dfs[,...]: the reference engine's backward order (default heap)"
     )
-    parser.add_argument("--repeat", type=int, default=5, help="timed steps per cell (default 5)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed steps per cell, at least (default 5)")
+    parser.add_argument(
+        "--precision", type=float, default=Policy.precision,
+        help=f"time more steps until the median is known within this fraction (default {Policy.precision})",
+    )
+    parser.add_argument(
+        "--time-budget", type=float, default=Policy.budget_s,
+        help=f"seconds of timed steps per cell beyond which no more are added (default {Policy.budget_s:g}; "
+        "0: exactly --repeat)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None,
+        help="threads of every framework (BLAS, OpenMP, XLA, TF pools; default $GRADMEM_THREADS, else 2)",
+    )
+    parser.add_argument(
+        "--schedule", default="parallel",
+        help="parallel (memory passes --jobs at a time, then time passes alone; default) | serial (one pass at a time)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=None,
+        help="memory passes at once (default: one per CPU, at most one per 4 GiB available)",
+    )
     parser.add_argument("--warmup", type=int, default=1, help="warm-up steps after the cold first step (default 1)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker before it is killed (default 600)")
     parser.add_argument("--memory-limit", default=None, help="address-space limit per worker, bytes (suffix K/M/G allowed)")
+    parser.add_argument(
+        "--schedule-log", default=None,
+        help="JSONL file: one line per pass (kind, cell, start/end, worker marks) for tools/sweep_compare.py",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of every workload's inputs (default 0)")
     parser.add_argument("--out", required=True, help="JSONL file the records are appended to")
     parser.add_argument(
@@ -87,6 +120,13 @@ def plan(args):
         choices.check_choice("optimizer", args.optimizer, choices.OPTIMIZERS)
     if args.repeat < 1 or args.warmup < 0:
         raise choices.ChoiceError("--repeat must be >= 1 and --warmup >= 0")
+    if not 0 < args.precision < 1 or args.time_budget < 0:
+        raise choices.ChoiceError("--precision must be in (0, 1) and --time-budget >= 0")
+    if args.threads is not None and args.threads < 1:
+        raise choices.ChoiceError("--threads must be >= 1")
+    if args.jobs is not None and args.jobs < 1:
+        raise choices.ChoiceError("--jobs must be >= 1")
+    choices.check_choice("schedule", args.schedule, schedule.SCHEDULES)
     from harness.engine.backward import ORDERS  # NumPy only
     from harness.frameworks.remat import parse_remat
 
@@ -121,19 +161,27 @@ class Progress:
 
     def __init__(self, total, quiet):
         self.total, self.quiet = total, quiet
+        self.done_count = 0
         self.tty = sys.stderr.isatty()
         self.started = time.monotonic()
 
-    def show(self, index, cell, what):
+    def show(self, cell, what):
         if self.quiet:
             return
         elapsed = time.monotonic() - self.started
-        text = f"[{index}/{self.total}] {cells.label(cell)}: {what}  ({elapsed:.0f} s)"
+        text = f"[{self.done_count}/{self.total} done] {cells.label(cell)}: {what}  ({elapsed:.0f} s)"
         if self.tty:
             sys.stderr.write("\r\x1b[2K" + text)
         else:
             sys.stderr.write(text + "\n")
         sys.stderr.flush()
+
+    def pass_started(self, task):
+        """The executor started `task` (a pass of some cell)."""
+        cell = task.job.get("cell")
+        if cell:
+            kind = task.job.get("kind", "").replace("_", " ")
+            self.show(cell, f"{kind} pass started" if kind in ("memory", "time") else kind)
 
     def done(self):
         if not self.quiet and self.tty:
@@ -154,6 +202,9 @@ def _run(todo, args):
         seed=args.seed,
         warmup=args.warmup,
         repeat=args.repeat,
+        precision=args.precision,
+        time_budget_s=args.time_budget,
+        threads=args.threads,
         timeout_s=args.timeout,
         memory_limit=parse_bytes(args.memory_limit),
     )
@@ -166,46 +217,66 @@ def _run(todo, args):
     if args.resume:
         kept, todo = resume.split(args.out, todo, _settings(options))
         _say(f"resume: {len(kept)} cell(s) already in {args.out}, {len(todo)} to measure", args.quiet)
+    jobs = 1 if args.schedule == "serial" else (args.jobs or schedule.default_jobs())
     progress = Progress(len(todo), args.quiet)
-    finished = []
+    finished = {}
     started = time.monotonic()
-    stop = workdir = writing = None
+    stop = workdir = writing = log = executor = None
+    at = {"cell": todo[0] if todo else None}  # the cell whose files are being written
+
+    def pass_started(task):
+        at["cell"] = task.job.get("cell") or at["cell"]
+        progress.pass_started(task)
+
+    def emit(index, record):
+        nonlocal writing
+        at["cell"], writing = todo[index], args.out
+        with interrupts.deferred():  # a finished cell's record is written whole
+            results.append_record(args.out, record)
+            finished[index] = record
+        writing = workdir  # the workers' job and result files
+        progress.done_count = len(finished)
+        progress.show(todo[index], record["status"])
+
     try:
         with interrupts.deferred():  # no signal between making the directory and owning it
             workdir = writing = tempfile.mkdtemp(prefix="gradmem-sweep-")
         runner = CellRunner(workdir, options)
-        for index, cell in enumerate(todo, 1):
-            writing = workdir  # the workers' job and result files
-            record = runner.measure(cell, progress=lambda what: progress.show(index, cell, f"{what} pass"))
-            writing = args.out
-            with interrupts.deferred():  # a finished cell's record is written whole
-                results.append_record(args.out, record)
-                finished.append(record)
-            progress.show(index, cell, record["status"])
+        log = schedule.PassLog(args.schedule_log, started) if args.schedule_log else None
+        executor = LocalExecutor(workdir, slots=jobs, on_start=pass_started, on_end=log)
+        schedule.run(todo, runner, executor, emit, args.schedule)
     except KeyboardInterrupt as err:  # interrupts.Interrupted, or Ctrl-C where not handled
         stop = err
     except OSError as err:  # a full disk, a file-size limit, permissions
         if writing is None or (writing == workdir and err.errno not in FULL_DISK):
             raise
         progress.done()
-        _say(_unwritable(writing, cell, err, len(finished), args.out))
+        _say(_unwritable(writing, at["cell"], err, len(finished), args.out))
         return 1
     finally:
+        if executor is not None:
+            executor.cancel_all()  # no worker outlives the sweep (nothing runs after a normal end)
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     progress.done()
+    if log is not None:
+        log.close(schedule=args.schedule, jobs=jobs, cells=len(todo), wall_s=time.monotonic() - started)
     if stop is not None:
         name = getattr(stop, "signal_name", "SIGINT")
         _say(f"interrupted by {name}: {len(finished)} finished record(s) kept in {args.out}; "
              f"workers killed, temporary files removed; rerun with --resume to measure the rest")
-        _print_table(kept + finished, args)
+        _print_table(kept + _in_order(finished), args)
         return getattr(stop, "exit_code", 130)
     if args.resume:  # the whole file, so the resumed sweep's table is complete
         kept, _ = results.scan_records(args.out)
         _print_table(resume.newest(kept), args)
     else:
-        _print_table(finished, args)
-    _say(f"{len(finished)} record(s) appended to {args.out} in {time.monotonic() - started:.0f} s", args.quiet)
+        _print_table(_in_order(finished), args)
+    _say(
+        f"{len(finished)} record(s) appended to {args.out} in {time.monotonic() - started:.0f} s "
+        f"({args.schedule} schedule, {jobs} job(s))",
+        args.quiet,
+    )
     return 0
 
 
@@ -214,6 +285,8 @@ def _settings(options):
         "seed": options.seed,
         "warmup_steps": options.warmup,
         "time_repeats": options.repeat,
+        "time_precision": options.precision,
+        "time_budget_s": options.time_budget_s,
         "timeout_s": options.timeout_s,
         "memory_limit_bytes": options.memory_limit,
     }
@@ -242,6 +315,10 @@ def _say(text, quiet=False):
         print(text, file=sys.stderr, flush=True)
     except OSError:
         pass
+
+
+def _in_order(finished):
+    return [finished[index] for index in sorted(finished)]
 
 
 def _print_table(records, args):

@@ -12,6 +12,11 @@ step peak. Times are medians of the repeats. "x ref" divides by the reference
 engine's figure for the same workload, size, dtype, device and optimizer, without
 remat and in its default order (same mode when the reference ran in it, else eager). A phase a cell did not measure
 shows "-"; a cell that did not run shows its status and why.
+
+A time marked noisy (harness/measure/timing.py: other processes took a CPU, or the
+spread stayed wide) is printed with a trailing "~" (its "time x ref" too), and a
+line under the table says why for each: such a figure is advisory, not a measurement
+to compare.
 """
 
 from harness.measure import cells
@@ -39,6 +44,7 @@ COLUMNS = (
 )
 VARIANT_COLUMN = ("variant", "<")
 MESSAGE_CHARS = 90
+NOISY = "~"  # after a time figure that is advisory only (record["time_noisy"])
 
 
 def _phase(record, key, phase):
@@ -93,6 +99,9 @@ def rows(records, with_variant=False):
         total = _phase(record, "peak_bytes", "total")
         time_total = _phase(record, "time_s", "total")
         ref = reference_for(record, records)
+        noisy = NOISY if record.get("time_noisy") else ""
+        time_ratio = _ratio(time_total, _phase(ref, "time_s", "total")) if ref else None
+        ref_noisy = NOISY if ref and (ref.get("time_noisy") or record.get("time_noisy")) else ""
         row += [
             _mib(_phase(record, "peak_bytes", "forward")),
             _mib(_phase(record, "peak_bytes", "backward")),
@@ -102,11 +111,11 @@ def rows(records, with_variant=False):
             _mib(_phase(record, "first_step_peak_bytes", "total")),
             _mib(_number(record.get("first_step_retained_bytes"))),
             _num(_ratio(total, record.get("bound_bytes")), ".2f"),
-            _num(time_total, ".4f"),
+            _num(time_total, ".4f") + (noisy if time_total is not None else ""),
             _num(_phase(record, "time_spread_s", "total"), ".4f"),
             _num(record.get("compile_s"), ".2f"),
             _num(_ratio(total, _phase(ref, "peak_bytes", "total")) if ref else None, ".2f"),
-            _num(_ratio(time_total, _phase(ref, "time_s", "total")) if ref else None, ".2f"),
+            _num(time_ratio, ".2f") + (ref_noisy if time_ratio is not None else ""),
             _num(record.get("grad_rel_err"), ".1e"),
         ]
         out.append((row, None))
@@ -134,4 +143,16 @@ def format_table(records):
         if message is not None:
             text = f"{text}  {message}"
         lines.append(text)
-    return "\n".join(lines)
+    return "\n".join(lines + noisy_notes(records))
+
+
+def noisy_notes(records):
+    """Lines saying why each noisy time is noisy (first reason; the record has all)."""
+    noisy = [r for r in records if r.get("status") == "ok" and r.get("time_noisy")]
+    if not noisy:
+        return []
+    lines = [f"{NOISY} time noisy, advisory only ({len(noisy)} of {len(records)} cells):"]
+    for record in noisy:
+        reasons = record.get("time_noise") or ["(no reason recorded)"]
+        lines.append(f"  {cells.label(record)}: {reasons[0]}" + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""))
+    return lines

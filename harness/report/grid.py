@@ -39,10 +39,18 @@ def _ok_cell(record, scale):
         f'<span class="retained"> + {esc(human_bytes(retained))} retained</span></div>',
         f'<div class="ratio">{esc(human_ratio(ratio))} bound</div>' if ratio is not None else "",
         f'<div class="first">first step {esc(human_bytes(first))}</div>' if first is not None else "",
-        f'<div class="time">{esc(human_seconds(seconds))}</div>',
+        _time_line(record, seconds),
         split.render(record, scale),
     ]
     return f'<td class="cell status-ok" data-ratio="{ratio if ratio is not None else ""}"{style}>{"".join(lines)}</td>'
+
+
+def _time_line(record, seconds):
+    """The median time; a noisy one is marked and its reasons are the tooltip."""
+    if not record.get("time_noisy"):
+        return f'<div class="time">{esc(human_seconds(seconds))}</div>'
+    why = "; ".join(record.get("time_noise") or []) or "noisy"
+    return f'<div class="time noisy" title="{esc(why)}">{esc(human_seconds(seconds))} ~ noisy</div>'
 
 
 def _failed_cell(record):
@@ -95,7 +103,9 @@ def legend():
     return (
         f'<p class="meaning">{MEANING}</p>'
         '<p class="legend">Cell: step peak + retained (steady state, all phases), step peak / analytic '
-        f"bound, step peak of the cold first step, median time of one step. {split.legend()} "
+        "bound, step peak of the cold first step, median time of one step (\u201c~ noisy\u201d: other "
+        "processes took a CPU or the repeats spread widely, so the time is advisory; hover for why). "
+        f"{split.legend()} "
         f"Colour by step peak / bound: {swatches} "
         '<span class="swatch status-unavailable">unavailable</span>'
         '<span class="swatch status-error">error / oom / timeout</span></p>'

@@ -49,9 +49,10 @@ def _cell(record, baseline):
         change = (peak - base_peak) / base_peak
         kind = verdict(peak, base_peak)
         extra = rec.metric(record, "time_s", "total") - rec.metric(baseline, "time_s", "total")
+        noisy = " ~ noisy" if record.get("time_noisy") or baseline.get("time_noisy") else ""
         return (
             f'<td class="remat-{kind}">{text}<br><span class="ratio">{change:+.0%} · {kind}</span>'
-            f'<br><span class="time">recompute {esc(human_seconds(extra))}/step</span></td>'
+            f'<br><span class="time">recompute {esc(human_seconds(extra))}/step{noisy}</span></td>'
         )
     return f"<td>{text}</td>"
 

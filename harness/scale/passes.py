@@ -4,21 +4,32 @@
 ``(cell, record)`` as each finishes. Nothing else runs: no time pass (the records carry
 null times) and no reference gradient (`harness check` compares gradients; at a
 batch the size does not have, it would cost a float64 pass per workload and batch).
-Today the passes run one at a time through `CellRunner` (runner.run_worker); an
-executor that runs several at once (issue 11), or on a cluster (issue 19), replaces
-the body of `run` and nothing else.
+The passes go through the sweep's executor interface (harness/measure/executor.py),
+one at a time: an executor that runs several at once or on a cluster (issue 19)
+replaces `LocalExecutor` here and nothing else.
 """
 
-from harness.measure.cell import CellRunner
+from harness.measure.cell import CellRunner, CellState
+from harness.measure.executor import LocalExecutor
 
 
 class MemoryPasses:
     def __init__(self, workdir, options, progress=None):
         self.runner = CellRunner(workdir, options)
         self.progress = progress  # progress(cell, what) or None
+        self.executor = LocalExecutor(workdir, slots=1, on_start=self._started)
+
+    def _started(self, task):
+        if self.progress and task.job.get("cell"):
+            self.progress(task.job["cell"], "memory pass")
 
     def run(self, cells):
         """Yield (cell, record) for each cell of `cells`, in order."""
-        for cell in cells:
-            show = (lambda what, cell=cell: self.progress(cell, f"{what} pass")) if self.progress else None
-            yield cell, self.runner.measure(cell, progress=show, memory_only=True)
+        for index, cell in enumerate(cells):
+            state = self.runner.start(index, cell, memory_only=True)
+            if not isinstance(state, CellState):  # unavailable here: decided without a worker
+                yield cell, state
+                continue
+            self.executor.submit(self.runner.memory_task(state))
+            [(_, outcome)] = list(self.executor.outcomes())  # a signal here kills the worker
+            yield cell, self.runner.memory_record(state, outcome)

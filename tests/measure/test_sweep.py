@@ -86,3 +86,19 @@ def test_jax_start_up_is_not_counted_against_the_workload(tmp_path):
     # for the life of the process) is paid before the baseline (runtime_warmup.py); if
     # it landed in the window again the excess would be ~64 MiB.
     assert peak - bound < 40 * 2**20
+
+
+def test_threads_reach_every_pass_and_the_old_serial_schedule_still_runs(tmp_path):
+    proc, (record,) = run(tmp_path, "--workload", "chained_dot", "--framework", "reference", "--size", "tiny",
+                          "--threads", "1", "--schedule", "serial", "--repeat", "3", "--time-budget", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert "serial schedule" in proc.stderr
+    assert record["provenance"]["threads"] == 1
+    for env in (record["provenance"]["env"], record["provenance"]["time_env"]):  # memory and time pass
+        assert env["GRADMEM_THREADS"] == env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1"
+    assert record["provenance"]["settings"]["threads"] == 1  # what the adapter set in the worker
+    assert record["time_stats"]["samples"] == 3 and record["time_stats"]["stopped_by"] == "repeat"
+    proc, _ = run(tmp_path, "--threads", "0")
+    assert proc.returncode == 2 and "--threads" in proc.stderr
+    proc, _ = run(tmp_path, "--schedule", "fastest")
+    assert proc.returncode == 2 and "valid schedules: parallel, serial" in proc.stderr

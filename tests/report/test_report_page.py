@@ -107,3 +107,19 @@ def test_missing_and_bad_files_are_clear_errors(tmp_path, capsys):
     assert cli_main(["report", str(bad), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl:1: record has no 'schema' key" in err and "no result records in" in err
+
+
+def test_a_noisy_time_is_marked_on_the_page_and_in_the_table(tmp_path):
+    from harness.measure import table
+
+    why = "contended: other processes used 1.00 CPUs (median) during 5 of 5 timed steps"
+    recs = [fixture_record("chained_dot", "reference"),
+            fixture_record("chained_dot", "torch", time_noisy=True, time_noise=[why])]
+    page = render(tmp_path, recs)
+    assert f'<div class="time noisy" title="{why}">6 ms ~ noisy</div>' in page  # the grid cell
+    assert ">torch ~ noisy</text>" in page and "reference ~ noisy" not in page  # the time bars
+    text = table.format_table(recs)
+    torch_row = next(line for line in text.splitlines() if line.startswith("chained_dot  torch"))
+    assert "0.0060~" in torch_row and "1.00~" in torch_row  # the time and its x ref
+    assert "~" not in next(line for line in text.splitlines() if line.startswith("chained_dot  reference"))
+    assert why in text  # the reason under the table

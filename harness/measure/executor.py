@@ -1,0 +1,156 @@
+"""Where passes run: submit a pass, get outcomes as they finish, cancel everything.
+
+A *pass* (`Task`) is one worker job: the JSON job, the environment its interpreter
+starts with, a timeout, and what it may share the machine with:
+
+- an ordinary pass (a memory pass, a reference gradient) runs beside others;
+- an `exclusive` pass runs alone from start to end (a CUDA memory pass: NVML's
+  figures are per device);
+- a `gated` pass (a time pass) sets itself up beside others (imports, runtime
+  warm-up, inputs: nothing of it is measured), then waits at its gate; the executor
+  releases it when nothing else runs but passes waiting at their own gates (idle
+  processes), and starts nothing while it runs. So time passes are alone for every
+  figure they take, and their set-up overlaps other work.
+
+An executor hands back `(task, Outcome)` pairs as passes end; it never raises for a
+failed pass (the Outcome says how it ended). The sweep's schedule
+(harness/measure/schedule.py) decides what to submit when; the executor keeps the
+rules above, at most `slots` passes working at once (a pass waiting at its gate does
+not count; at most `slots` gated passes set up or wait at a time), and the submission
+order: a pass starts after every pass submitted before it has started, except that a
+gated pass may go ahead while the machine drains for another gated pass's release.
+
+`cancel_all()` kills every running worker's process group (a worker is a session
+leader, so compilers it started die with it) and drops what has not started; a signal
+handler may call it (it is idempotent and does not wait). `LocalExecutor` runs workers
+as child processes of this one; another executor (e.g. one on a cluster) implements
+`submit`, `outcomes` and `cancel_all`.
+"""
+
+import itertools
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from harness.measure import interrupts
+from harness.measure.runner import POLL_S, WorkerProcess
+
+
+@dataclass
+class Task:
+    """One pass to run: `job` goes to ``python -m harness.measure.worker``."""
+
+    job: dict
+    env: dict
+    name: str
+    timeout_s: float = None
+    sample_rss: bool = False  # the parent samples the worker's RSS (memory timeline)
+    exclusive: bool = False  # nothing else of ours runs while it does (CUDA memory passes)
+    gated: bool = False  # set up beside others, then measured alone (time passes)
+    tag: object = None  # the caller's own reference (cell index, pass kind, ...)
+    id: int = field(default_factory=itertools.count().__next__)
+    started: float = None  # time.monotonic() when its worker started, and ended
+    ended: float = None
+
+
+class LocalExecutor:
+    """Runs passes as worker processes on this machine, `slots` at a time."""
+
+    def __init__(self, workdir, slots=1, on_start=None, on_end=None):
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}")
+        self.workdir, self.slots = workdir, slots
+        self.on_start = on_start  # called with the task as its worker starts (progress)
+        self.on_end = on_end  # called with (task, outcome) as each pass ends (a log)
+        self.pending = deque()
+        self.running = {}  # task id -> (task, WorkerProcess)
+        self.cancelled = False
+
+    # ---- the interface ---------------------------------------------------------------
+    def submit(self, task):
+        """Queue `task`; it starts when the rules above allow (inside `outcomes()`)."""
+        if self.cancelled:
+            raise RuntimeError("this executor was cancelled; it runs nothing more")
+        self.pending.append(task)
+
+    def outcomes(self):
+        """Yield (task, Outcome) as passes end, until nothing is pending or running.
+
+        Tasks submitted while iterating are picked up; a caller that stops iterating
+        leaves the running passes running (a later call picks them up).
+        KeyboardInterrupt (or any other exception raised here) kills every running
+        worker before it propagates."""
+        try:
+            while self.pending or self.running:
+                self._start_what_may()
+                # snapshots: a signal handler may cancel_all() in the middle of this
+                ended = [(task, worker) for task, worker in list(self.running.values()) if worker.poll()]
+                if ended:
+                    interrupts.raise_if_stopping()  # killed by a signal's handler: not failed passes
+                for task, worker in ended:
+                    self.running.pop(task.id, None)
+                    task.ended = task.started + worker.wall_s
+                    if not worker.killed:
+                        outcome = worker.outcome()
+                        if self.on_end is not None:
+                            self.on_end(task, outcome)
+                        yield task, outcome
+                if not ended and self.running:
+                    time.sleep(POLL_S)
+        except GeneratorExit:  # the caller stopped listening: passes go on running
+            raise
+        except BaseException:
+            self.cancel_all()
+            raise
+
+    def cancel_all(self):
+        """Kill every running worker (whole process groups) and drop pending passes.
+        Safe to call from a signal handler; returns how many workers were killed."""
+        self.cancelled = True
+        self.pending.clear()
+        killed = 0
+        for _, worker in list(self.running.values()):
+            if not worker.ended:
+                worker.kill()
+                killed += 1
+        self.running.clear()
+        return killed
+
+    # ---- rules -----------------------------------------------------------------------
+    def _start_what_may(self):
+        entries = list(self.running.values())
+        if any(task.exclusive or (worker.gated and worker.released) for task, worker in entries):
+            return  # something measures alone: nothing starts
+        waiting = [(task, worker) for task, worker in entries if worker.at_gate()]
+        working = len(entries) - len(waiting)
+        if waiting and not working:
+            min(waiting, key=lambda entry: entry[0].id)[1].release()  # alone now: measure
+            return
+        gated = sum(1 for _, worker in entries if worker.gated)
+        # Draining for a release: only set-ups of further gated passes may start.
+        only_gated = bool(waiting)
+        while self.pending and not self.cancelled and working < self.slots:
+            task = next((t for t in self.pending if t.gated), None) if only_gated else self.pending[0]
+            if task is None:
+                return
+            if task.exclusive and entries:
+                return
+            if task.gated and gated >= self.slots:
+                return
+            self.pending.remove(task)
+            worker = WorkerProcess(
+                task.job, task.env, self.workdir, task.name, task.timeout_s, task.sample_rss, gated=task.gated
+            )
+            task.started = worker.started
+            self.running[task.id] = (task, worker)
+            entries.append((task, worker))
+            if self.on_start is not None:
+                self.on_start(task)
+            working += 1
+            gated += task.gated
+            if task.exclusive:
+                return
+
+    def busy(self):
+        """How many passes run now (for progress lines)."""
+        return len(self.running)

@@ -1,0 +1,135 @@
+"""When each pass of a sweep runs: the order, and what may share the machine.
+
+Two schedules, the same passes and the same records:
+
+- ``serial`` (the schedule before issue 11, kept for side-by-side comparisons): one
+  pass at a time, cell after cell: its reference gradient (first cell of a workload),
+  memory pass, time pass.
+- ``parallel`` (default): the reference gradients first, then every memory pass, up
+  to `jobs` at once (a resident peak is per process and does not depend on what else
+  runs: docs/measurement.md shows the figures side by side), a cell's memory pass as
+  soon as its workload's reference gradient exists; each cell's time pass is
+  submitted when its memory pass succeeded, behind the memory passes already queued.
+  Time passes are gated (harness/measure/executor.py): their set-up overlaps other
+  passes, their measured part runs alone. Records of cells whose memory pass failed
+  are written as soon as it ends, the others as their time pass ends.
+
+`run(...)` drives an executor and calls `emit(index, record)` for each finished cell.
+"""
+
+import json
+import os
+
+from harness.measure import cells
+from harness.measure.cell import CellState, reference_key
+
+SCHEDULES = ("parallel", "serial")
+
+
+def run(todo, runner, executor, emit, schedule="parallel"):
+    """Measure the cells `todo` (a list) through `executor`; every record goes to `emit`."""
+    states = []
+    for index, cell in enumerate(todo):
+        state = runner.start(index, cell)
+        if isinstance(state, CellState):
+            states.append(state)
+        else:
+            emit(index, state)  # unavailable here: decided without a worker
+    if schedule == "serial":
+        _serial(states, runner, executor, emit)
+    elif schedule == "parallel":
+        _parallel(states, runner, executor, emit)
+    else:
+        raise ValueError(f"unknown schedule {schedule!r}; valid: {', '.join(SCHEDULES)}")
+
+
+def _one(executor, task):
+    """Submit `task` and wait for its outcome."""
+    executor.submit(task)
+    for _, outcome in executor.outcomes():
+        return outcome
+    raise RuntimeError(f"the executor ended without an outcome for {task.name}")
+
+
+def _serial(states, runner, executor, emit):
+    for state in states:
+        task = runner.reference_task(state.cell)
+        if task is not None:
+            runner.reference_done(task, _one(executor, task))
+        failed = runner.memory_done(state, _one(executor, runner.memory_task(state)))
+        if failed is not None:
+            emit(state.index, failed)
+            continue
+        emit(state.index, runner.time_done(state, _one(executor, runner.time_task(state))))
+
+
+def _parallel(states, runner, executor, emit):
+    waiting = {}  # reference key -> states whose memory pass waits for that gradient
+    for state in states:
+        key = reference_key(state.cell)
+        if key in waiting:
+            waiting[key].append(state)
+            continue
+        task = runner.reference_task(state.cell)
+        if task is None:  # known already, or the engine is unavailable (the note says)
+            executor.submit(runner.memory_task(state))
+        else:
+            waiting[key] = [state]
+            executor.submit(task)
+
+    for task, outcome in executor.outcomes():
+        kind, payload = task.tag
+        if kind == "reference":
+            runner.reference_done(task, outcome)
+            for state in waiting.pop(payload, []):
+                executor.submit(runner.memory_task(state))
+        elif kind == "memory":
+            failed = runner.memory_done(payload, outcome)
+            if failed is not None:
+                emit(payload.index, failed)
+            else:
+                executor.submit(runner.time_task(payload))
+        else:
+            emit(payload.index, runner.time_done(payload, outcome))
+
+
+def default_jobs(per_job=4 * 1024**3):
+    """Memory passes at once: one per CPU, and no more than one per 4 GiB of available
+    memory (the largest `small` worker here, TensorFlow's, peaks at about 0.75 GiB
+    resident; `paper` cells are larger)."""
+    available = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    by_memory = max(1, available // per_job) if available else 1
+    return max(1, min(os.cpu_count() or 1, by_memory))
+
+
+class PassLog:
+    """--schedule-log: where a sweep's time went, one JSON line per pass (times in
+    seconds since the sweep started; marks relative to the pass's start)."""
+
+    def __init__(self, path, origin):
+        self.handle = open(path, "w", encoding="utf-8")
+        self.origin = origin
+
+    def __call__(self, task, outcome):
+        cell = task.job.get("cell") or {}
+        line = {
+            "pass": task.job.get("kind"),
+            "cell": cells.label(cell) if cell else "",
+            "started_s": round(task.started - self.origin, 4),
+            "ended_s": round(task.ended - self.origin, 4),
+            "status": outcome.status,
+            "marks": [[round(t - task.started, 4), name] for t, name in outcome.marks],
+        }
+        self.handle.write(json.dumps(line) + "\n")
+        self.handle.flush()
+
+    def close(self, **summary):
+        self.handle.write(json.dumps({"sweep": summary}) + "\n")
+        self.handle.close()
