@@ -5,9 +5,8 @@ it again with the same arguments and --resume measures only the cells without on
 cell is its CELL_KEYS plus its variant (optimizer, remat, order, batch); a record of any
 status counts as done (re-running a failed cell is a new sweep, not a resume). Records
 measured with other settings (seed, --warmup, --repeat, --precision, --time-budget,
---timeout, --memory-limit)
-are refused rather than mixed into one table; damaged lines are named and their cells
-run again.
+--timeout, --memory-limit) are refused rather than mixed into one table; damaged lines
+are named and their cells run again.
 """
 
 from harness import choices, results
