@@ -22,8 +22,11 @@ def test_a_sigkilled_worker_is_recorded_with_the_signal_and_the_sweep_goes_on(tm
     code, _, stderr = sweep.finish()
     assert code == 0, stderr
 
-    killed, after = lines(sweep.out)
-    assert after["mode"] == "compiled" and after["status"] == "unavailable"  # the sweep went on
+    # The compiled cell is ruled out before any worker starts (harness/measure/schedule.py),
+    # so its record comes first; the sweep still ends normally with both records.
+    by_mode = {record["mode"]: record for record in lines(sweep.out)}
+    killed, after = by_mode["eager"], by_mode["compiled"]
+    assert after["status"] == "unavailable"
     assert "killed by SIGKILL" in killed["message"] and "(last mark: forward)" in killed["message"]
     if before is not None and failures.oom_kills() == before:
         # no OOM kill on the machine meanwhile: someone else's SIGKILL, said as such

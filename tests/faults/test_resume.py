@@ -14,7 +14,7 @@ def test_resume_skips_recorded_cells_runs_the_rest_and_shows_the_whole_file(tmp_
     code, stdout, stderr = Sweep(tmp_path, *sweep).finish()
     assert code == 0, stderr
     assert "resume: 1 cell(s) already in" in stderr and "2 to measure" in stderr
-    assert "[1/2] unet" in stderr and "chained_dot reference" not in stderr  # only the missing cells ran
+    assert "[1/2 done] unet" in stderr and "chained_dot reference" not in stderr  # only the missing cells ran
     after = out.read_bytes()
     assert after.startswith(before)  # the kept record is untouched
     assert [r["workload"] for r in lines(out)] == ["chained_dot", "unet", "tiny_nerf"]
