@@ -5,8 +5,9 @@ it again with the same arguments and --resume measures only the cells without on
 cell is its CELL_KEYS plus its variant (optimizer, remat, order, batch); a record of any
 status counts as done (re-running a failed cell is a new sweep, not a resume). Records
 measured with other settings (seed, --warmup, --repeat, --precision, --time-budget,
---timeout, --memory-limit) are refused rather than mixed into one table; damaged lines
-are named and their cells run again.
+--threads, --timeout, --memory-limit) are refused rather than mixed into one table, and
+so are records that predate a setting (e.g. timed before --precision existed: a fixed
+number of steps, not the same figure); damaged lines are named and their cells run again.
 """
 
 from harness import choices, results
@@ -18,6 +19,7 @@ SETTINGS = {
     "time_repeats": "--repeat",
     "time_precision": "--precision",
     "time_budget_s": "--time-budget",
+    "threads": "--threads",
     "timeout_s": "--timeout",
     "memory_limit_bytes": "--memory-limit",
 }
@@ -66,9 +68,16 @@ def split(path, todo, settings):
 def _check_settings(path, record, settings):
     measured = record.get("provenance") or {}
     for name, option in SETTINGS.items():
-        if name in measured and name in settings and measured[name] != settings[name]:
-            cell = " ".join(str(record.get(k)) for k in results.CELL_KEYS)
-            raise choices.ChoiceError(
-                f"--resume: {path} holds {cell} measured with {option} {measured[name]}, this run asks for "
-                f"{option} {settings[name]}; resume with the sweep's own arguments, or write to another --out"
-            )
+        if name not in settings:
+            continue
+        if name not in measured:
+            was = "no record of it (measured by an older gradmem)"
+        elif measured[name] != settings[name]:
+            was = f"{option} {measured[name]}"
+        else:
+            continue
+        cell = " ".join(str(record.get(k)) for k in results.CELL_KEYS)
+        raise choices.ChoiceError(
+            f"--resume: {path} holds {cell} measured with {was}, this run asks for {option} {settings[name]}; "
+            f"resume with the sweep's own arguments, or write to another --out"
+        )

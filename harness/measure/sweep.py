@@ -34,6 +34,7 @@ import tempfile
 import time
 
 from harness import choices, frameworks, results, workloads
+from harness.frameworks import threads
 from harness.measure import cells, interrupts, resume, schedule, table
 from harness.measure.cell import CellRunner, Options
 from harness.measure.executor import LocalExecutor
@@ -287,6 +288,7 @@ def _settings(options):
         "time_repeats": options.repeat,
         "time_precision": options.precision,
         "time_budget_s": options.time_budget_s,
+        "threads": options.threads if options.threads is not None else threads.thread_count(),
         "timeout_s": options.timeout_s,
         "memory_limit_bytes": options.memory_limit,
     }

@@ -30,6 +30,33 @@ def test_resume_skips_recorded_cells_runs_the_rest_and_shows_the_whole_file(tmp_
     assert out.read_bytes() == after  # refused before measuring anything
 
 
+def test_records_of_other_or_unrecorded_time_settings_are_refused_not_mixed(tmp_path):
+    import json
+
+    out = tmp_path / "r.jsonl"
+    settings = {"--precision": "0.05", "--threads": "1"}
+
+    def sweep(workloads, **changed):
+        chosen = {**settings, **{f"--{k}": v for k, v in changed.items()}}
+        return Sweep(tmp_path, *INSTANT, "--workload", workloads, *sum(chosen.items(), ()), "--resume").finish()
+
+    assert sweep("chained_dot")[0] == 0  # one record, measured with these settings
+    for changed, said in (
+        ({"precision": "0.02"}, "measured with --precision 0.05, this run asks for --precision 0.02"),
+        ({"threads": "2"}, "measured with --threads 1, this run asks for --threads 2"),
+    ):
+        code, _, stderr = sweep("chained_dot,unet", **changed)
+        assert code == 2 and said in stderr, stderr
+    # a record from before --precision existed (a fixed number of timed steps) is not this sweep's figure
+    record = json.loads(out.read_text())
+    del record["provenance"]["time_precision"]
+    out.write_text(json.dumps(record) + "\n")
+    code, _, stderr = sweep("chained_dot,unet")
+    assert code == 2 and "measured with no record of it (measured by an older gradmem)" in stderr, stderr
+    assert "this run asks for --precision 0.05" in stderr
+    assert len(out.read_text().splitlines()) == 1  # refused before measuring anything
+
+
 def test_a_damaged_line_is_named_and_its_cell_measured_again(tmp_path):
     out = tmp_path / "r.jsonl"
     Sweep(tmp_path, *INSTANT, "--workload", "chained_dot,unet").finish()
