@@ -332,6 +332,7 @@ def reference_gradient(job, marks):
 
 KINDS = {"memory": memory_pass, "time": time_pass, "reference_gradient": reference_gradient}
 
+
 def exit_now(code):
     """Leave without the interpreter's teardown: the result is written and the marks are
     closed, and tearing down a framework costs seconds (measured on the shared 2-core
