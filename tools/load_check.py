@@ -7,7 +7,7 @@
 Runs the cells with `python -m harness run` twice: quiet, then with a planted
 competing load (one busy-looping process pinned to CPU 0) for the whole sweep; with
 --pairs 2 the order alternates. For each cell it prints the figure the table prints
-(the median step time, "~" when marked noisy), the loaded / quiet ratio, the CPUs
+(the median step time, "~" when marked noisy, and its interquartile range), the loaded / quiet ratio, the CPUs
 other processes used during the timed steps, and a verdict:
 
 - ``holds``: the loaded figure is not marked noisy and within 15 % of the quiet one;
@@ -67,11 +67,12 @@ def key(record):
 
 
 def figure(record):
-    """(median s, noisy, other processes' CPUs) of an ok record, else None."""
+    """(median s, noisy, other processes' CPUs, IQR s) of an ok record, else None."""
     if record.get("status") != "ok":
         return None
     stats = record.get("time_stats") or {}
-    return record["time_s"]["total"], bool(record.get("time_noisy")), stats.get("others_cpus")
+    iqr = (record.get("time_spread_s") or {}).get("total")
+    return record["time_s"]["total"], bool(record.get("time_noisy")), stats.get("others_cpus"), iqr
 
 
 def verdict(quiet, loaded, tolerance=TOLERANCE):
@@ -115,11 +116,14 @@ def main(argv=None):
                 q, l = figure(record), figure(loaded.get(key(record), {}))
                 rows.append((pair, key(record), q, l, verdict(q, l)))
 
-    print("| pair | cell | quiet s | loaded s | loaded / quiet | other CPUs quiet / loaded | verdict |")
+    print("| pair | cell | quiet s (IQR) | loaded s (IQR) | loaded / quiet | other CPUs quiet / loaded | verdict |")
     print("|---|---|---|---|---|---|---|")
     for pair, cell, q, l, word in rows:
         def fmt(f):
-            return "-" if f is None else f"{f[0]:.4f}{'~' if f[1] else ''}"
+            if f is None:
+                return "-"
+            iqr = "" if f[3] is None else f" ({f[3]:.4f})"
+            return f"{f[0]:.4f}{'~' if f[1] else ''}{iqr}"
 
         def cpus(f):
             return "-" if f is None or f[2] is None else f"{f[2]:.2f}"
