@@ -7,8 +7,9 @@
 Runs the cells with `python -m harness run` twice: quiet, then with a planted
 competing load (one busy-looping process pinned to CPU 0) for the whole sweep; with
 --pairs 2 the order alternates. For each cell it prints the figure the table prints
-(the median step time, "~" when marked noisy, and its interquartile range), the loaded / quiet ratio, the CPUs
-other processes used during the timed steps, and a verdict:
+(the median step time, "~" when marked noisy, and its interquartile range), the
+loaded / quiet ratio, the CPUs other processes used during the timed steps, and a
+verdict:
 
 - ``holds``: the loaded figure is not marked noisy and within 15 % of the quiet one;
 - ``marked noisy``: the loaded figure carries the noisy mark (advisory, not compared);
