@@ -88,11 +88,11 @@ def test_jax_start_up_is_not_counted_against_the_workload(tmp_path):
     assert peak - bound < 40 * 2**20
 
 
-def test_threads_reach_every_pass_and_the_old_serial_schedule_still_runs(tmp_path):
+def test_threads_reach_every_pass_and_the_parallel_schedule_runs(tmp_path):
     proc, (record,) = run(tmp_path, "--workload", "chained_dot", "--framework", "reference", "--size", "tiny",
-                          "--threads", "1", "--schedule", "serial", "--repeat", "3", "--time-budget", "0")
+                          "--threads", "1", "--schedule", "parallel", "--repeat", "3", "--time-budget", "0")
     assert proc.returncode == 0, proc.stderr
-    assert "serial schedule" in proc.stderr
+    assert "parallel schedule" in proc.stderr
     assert record["provenance"]["threads"] == 1
     for env in (record["provenance"]["env"], record["provenance"]["time_env"]):  # memory and time pass
         assert env["GRADMEM_THREADS"] == env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1"
