@@ -65,24 +65,33 @@ def _run(node, grads, needed, schedule, ledger):
     node.parents = node.vjps = None
     if ledger is not None:
         ledger.vjp_calls[node.name] += 1
-    outgoing = []
-    for i, parent in enumerate(parents):
-        if parent is None or parent not in needed:
-            continue
-        ct = _as_array(vjps[i](g), g)
+    outgoing = []  # (parent, cotangent, already added into the parent's gradient)
+    readers = [i for i, parent in enumerate(parents) if parent is not None and parent in needed]
+    for i in readers:
+        parent, vjp = parents[i], vjps[i]
+        acc = _accumulator(grads, parent, vjp)
+        if i == readers[-1] and _reusable(g, g_owned, vjp, outgoing):
+            ct = vjp(g, into=g)  # g's last reader writes its cotangent over g
+        elif acc is not None:
+            ct = vjp(g, add_to=acc)  # added into the parent's gradient, if it could
+        else:
+            ct = _as_array(vjp(g), g)
         if ledger is not None and not isinstance(ct, Scatter):
             ledger.track(ct, "backward:" + node.name)  # before the release: both were live
-        vjps[i] = None  # this closure's saved arrays can go now
-        outgoing.append((parent, ct))
+        vjps[i] = vjp = None  # this closure's saved arrays can go now
+        outgoing.append((parent, ct, acc is not None and ct is acc))
     del vjps
-    owned = _ownership([ct for _, ct in outgoing], g, g_owned)
+    owned = _ownership([ct for _, ct, added in outgoing if not added], g, g_owned)
     del g  # from here the incoming cotangent lives on only through `outgoing`
-    outgoing = [(parent, ct, own) for (parent, ct), own in zip(outgoing, owned)][::-1]
+    owned.reverse()
+    outgoing.reverse()
     while outgoing:  # popped one by one: each cotangent goes once it is accumulated
-        parent, ct, ct_owned = outgoing.pop()
-        _check_cotangent(node, parent, ct)
+        parent, ct, added = outgoing.pop()
         first = parent not in grads
-        grads[parent] = _accumulate(grads.get(parent), ct, ct_owned, ledger)
+        if not added:
+            _check_cotangent(node, parent, ct)
+            grads[parent] = _accumulate(grads.get(parent), ct, owned.pop(), ledger)
+        del ct
         if not isinstance(parent, Leaf):
             schedule.delivered(parent, first)
 
@@ -160,6 +169,25 @@ def _as_array(ct, g):
     if isinstance(ct, Scatter) or xp.is_array(ct):
         return ct
     return xp.array_module(g).asarray(ct)  # NumPy turns 0-d results into scalars
+
+
+def _accumulator(grads, parent, vjp):
+    """The gradient accumulated so far for `parent`, if the pass owns it and `vjp` can
+    add its cotangent into it (prims.adds_into); else None."""
+    entry = grads.get(parent)
+    if entry is None or not entry[1] or not getattr(vjp, "adds_into", False):
+        return None
+    return entry[0]
+
+
+def _reusable(g, g_owned, vjp, outgoing):
+    """May `vjp` write its cotangent into g's buffer? Only if the VJP is elementwise in
+    g (prims.reuses_g), the pass owns g, and no cotangent made already shares g's
+    buffer (add passes g itself on; getitem a Scatter of it)."""
+    if not (g_owned and getattr(vjp, "reuses_g", False)):
+        return False
+    mine = xp.owner(g)
+    return all(xp.owner(ct.values if isinstance(ct, Scatter) else ct) is not mine for _, ct, _ in outgoing)
 
 
 def _ownership(cts, g, g_owned):

@@ -15,6 +15,18 @@ it needs, following the table in notes/engine.md 2.1:
 
 max_pool2d saves its input, not indices: its VJP recomputes the argmax per window.
 
+A VJP allocates at most one array per cotangent (notes/engine.md 2.10): intermediate
+steps are done in place in that array, and two kinds of VJP can do without even that:
+
+  reuses_g    neg mul div exp log sqrt relu (elementwise in g): handed the incoming
+              cotangent's own buffer when nothing else reads it any more, they write
+              their cotangent over it
+  adds_into   matmul logsumexp: handed the gradient the pass has accumulated so far
+              for their operand, they add their cotangent into it a slab at a time,
+              so a second, third... contribution to a shared weight never exists whole
+
+docs/engine.md says what each saved and transient byte is for.
+
 Every residual is an operand or the output: no hidden array is saved, so the ledger,
 which sees operands and outputs, sees every saved byte.
 
@@ -23,8 +35,11 @@ under NumPy 2 (NEP 50: a float64 or int64 *array* would upcast). VJPs run on raw
 arrays, never on traced values: the backward pass is not recorded.
 """
 
+import builtins
 import math
 import numbers
+
+import numpy as np
 
 from harness.engine.tape import Var, defvjp, defvjp_argnum, primitive
 from harness.engine.xp import array_module as xp_of
@@ -47,7 +62,62 @@ def unbroadcast(g, shape):
 
 def unbroadcast_f(x, vjp):
     shape = x.shape  # the closure keeps the shape, not x
+    if getattr(vjp, "reuses_g", False):
+        return reuses_g(lambda g, into=None: unbroadcast(vjp(g, into), shape))
     return lambda g: unbroadcast(vjp(g), shape)
+
+
+# Two ways a VJP can spare the pass a buffer (backward.py decides when to use them):
+
+
+def reuses_g(vjp):
+    """Mark a VJP ``vjp(g, into=None)`` whose cotangent is g-shaped and elementwise in g
+    (element k reads g[k] only): given ``into=g`` it writes the cotangent into g's own
+    buffer. The pass gives ``into=g`` only when g is its own and no other cotangent
+    reads it any more; with None the VJP allocates its one array."""
+    vjp.reuses_g = True
+    return vjp
+
+
+def adds_into(vjp):
+    """Mark a VJP ``vjp(g, add_to=None)`` that can add its cotangent into `add_to`, the
+    gradient the pass has accumulated so far for that operand (the pass's own buffer),
+    making only a slab of it at a time. It returns add_to when it did, else a fresh
+    cotangent for the pass to accumulate (with None, or where shapes do not line up)."""
+    vjp.adds_into = True
+    return vjp
+
+
+def times(factor):
+    """The VJP g -> g * factor (a saved array or a scalar)."""
+    return reuses_g(lambda g, into=None: xp_of(g).multiply(g, factor, out=into))
+
+
+def negated(g, into=None):
+    return xp_of(g).negative(g, out=into)
+
+
+reuses_g(negated)
+
+
+def writable(a):
+    """A NumPy result as an array that can be written in place (0-d results come back
+    as scalars; augmented assignment works on both, `out=` needs an array)."""
+    return a if is_array(a) else xp_of(a).asarray(a)
+
+
+ADD_INTO_SLABS = 8  # a cotangent added into a gradient is made 1/8 of it at a time
+
+
+def slabs(shape, reduced=()):
+    """Index tuples cutting an array of `shape` into ADD_INTO_SLABS slabs along its
+    longest axis not in `reduced` (the whole array when every axis is reduced)."""
+    free = [a for a in range(len(shape)) if a not in reduced]
+    if not free:
+        return [Ellipsis]
+    axis = builtins.max(free, key=lambda a: shape[a])
+    step = -(-shape[axis] // ADD_INTO_SLABS)
+    return [(slice(None),) * axis + (slice(i, i + step),) for i in range(0, shape[axis], step)]
 
 
 def normalize_axes(axis, ndim):
@@ -106,14 +176,24 @@ def div(x, y):
     return xp_of(x, y).true_divide(x, y)
 
 
+def _div_vjp_y(out, x, y):
+    def vjp(g, into=None):  # -g * out / y, in one buffer
+        t = xp_of(g).multiply(g, out, out=into)
+        t /= y
+        t *= -1
+        return t
+
+    return unbroadcast_f(y, reuses_g(vjp))
+
+
 defvjp(add, lambda out, x, y: unbroadcast_f(x, lambda g: g),
             lambda out, x, y: unbroadcast_f(y, lambda g: g))  # fmt: skip
 defvjp(sub, lambda out, x, y: unbroadcast_f(x, lambda g: g),
-            lambda out, x, y: unbroadcast_f(y, lambda g: -g))  # fmt: skip
-defvjp(mul, lambda out, x, y: unbroadcast_f(x, lambda g: g * y),
-            lambda out, x, y: unbroadcast_f(y, lambda g: g * x))  # fmt: skip
-defvjp(div, lambda out, x, y: unbroadcast_f(x, lambda g: g / y),
-            lambda out, x, y: unbroadcast_f(y, lambda g: -g * out / y))  # fmt: skip
+            lambda out, x, y: unbroadcast_f(y, negated))  # fmt: skip
+defvjp(mul, lambda out, x, y: unbroadcast_f(x, times(y)),
+            lambda out, x, y: unbroadcast_f(y, times(x)))  # fmt: skip
+defvjp(div, lambda out, x, y: unbroadcast_f(x, reuses_g(lambda g, into=None: xp_of(g).true_divide(g, y, out=into))),
+            _div_vjp_y)  # fmt: skip
 
 
 # ---- unary ---------------------------------------------------------------------------
@@ -170,15 +250,65 @@ def cos(x):
     return xp_of(x).cos(x)
 
 
-defvjp(neg,     lambda out, x: lambda g: -g)
-defvjp(exp,     lambda out, x: lambda g: g * out)
-defvjp(log,     lambda out, x: lambda g: g / x)
-defvjp(sqrt,    lambda out, x: lambda g: g * 0.5 / out)
-defvjp(tanh,    lambda out, x: lambda g: g * (1 - out * out))
-defvjp(sigmoid, lambda out, x: lambda g: g * out * (1 - out))
-defvjp(relu,    lambda out, x: lambda g: g * (out > 0))  # 0 at the kink, like torch
-defvjp(sin,     lambda out, x: lambda g: g * xp_of(x).cos(x))
-defvjp(cos,     lambda out, x: lambda g: -g * xp_of(x).sin(x))  # fmt: skip
+def _sqrt_vjp(out, x):
+    def vjp(g, into=None):  # g * 0.5 / out
+        t = xp_of(g).multiply(g, 0.5, out=into)
+        t /= out
+        return t
+
+    return reuses_g(vjp)
+
+
+def _tanh_vjp(out, x):
+    def vjp(g):  # g * (1 - out**2), in one buffer
+        t = writable(out * out)
+        xp_of(t).subtract(1, t, out=t)
+        t *= g
+        return t
+
+    return vjp
+
+
+def _sigmoid_vjp(out, x):
+    def vjp(g):  # g * out * (1 - out), in one buffer
+        t = 1 - out
+        t *= out
+        t *= g
+        return t
+
+    return vjp
+
+
+def _sin_vjp(out, x):
+    def vjp(g):  # g * cos(x)
+        t = xp_of(x).cos(x)
+        t *= g
+        return t
+
+    return vjp
+
+
+def _cos_vjp(out, x):
+    def vjp(g):  # -g * sin(x)
+        t = xp_of(x).sin(x)
+        t *= g
+        t *= -1
+        return t
+
+    return vjp
+
+
+defvjp(neg,     lambda out, x: negated)
+defvjp(exp,     lambda out, x: times(out))
+defvjp(log,     lambda out, x: reuses_g(lambda g, into=None: xp_of(g).true_divide(g, x, out=into)))
+defvjp(sqrt,    _sqrt_vjp)
+defvjp(tanh,    _tanh_vjp)
+defvjp(sigmoid, _sigmoid_vjp)
+# relu: g * (out > 0), 0 at the kink like torch. The mask is made in the VJP (a 1-byte-
+# per-element transient), not saved: out is saved anyway, as the next matmul's input.
+defvjp(relu,    lambda out, x: reuses_g(lambda g, into=None: xp_of(g).multiply(g, out > 0, out=into)))
+defvjp(sin,     _sin_vjp)
+defvjp(cos,     _cos_vjp)  # fmt: skip
 
 
 # ---- linear algebra --------------------------------------------------------------------
@@ -195,7 +325,7 @@ def matmul(a, b):
 
 def _matmul_vjp_a(out, a, b):
     a_shape = a.shape
-    return lambda g: unbroadcast(g @ b.swapaxes(-1, -2), a_shape)
+    return adds_into(lambda g, add_to=None: product_cotangent(g, b.swapaxes(-1, -2), a_shape, add_to))
 
 
 def _matmul_vjp_b(out, a, b):
@@ -204,8 +334,25 @@ def _matmul_vjp_b(out, a, b):
         # A 2-D weight under batched activations: fold the batch into the contraction,
         # one (k, n) result instead of a (batch, k, n) one summed afterwards.
         k = a.shape[-1]
-        return lambda g: a.reshape(-1, k).T @ g.reshape(-1, g.shape[-1])
-    return lambda g: unbroadcast(a.swapaxes(-1, -2) @ g, b_shape)
+        return adds_into(
+            lambda g, add_to=None: product_cotangent(a.reshape(-1, k).T, g.reshape(-1, g.shape[-1]), b_shape, add_to)
+        )
+    return adds_into(lambda g, add_to=None: product_cotangent(a.swapaxes(-1, -2), g, b_shape, add_to))
+
+
+def product_cotangent(left, right, shape, add_to):
+    """``left @ right`` as the cotangent of an operand of `shape` (summed over the batch
+    dimensions broadcasting added). With `add_to`, the gradient accumulated so far for
+    that operand, and no broadcast to undo, it is added into add_to a slab of rows at a
+    time, so the contribution never exists whole (BLAS's C += A B, which NumPy's matmul
+    does not expose). Returns add_to, or a fresh array."""
+    product = np.broadcast_shapes(left.shape[:-2], right.shape[:-2]) + (left.shape[-2], right.shape[-1])
+    if add_to is None or product != shape:
+        return unbroadcast(left @ right, shape)
+    step = -(-shape[-2] // ADD_INTO_SLABS)
+    for i in range(0, shape[-2], step):
+        add_to[..., i : i + step, :] += left[..., i : i + step, :] @ right
+    return add_to
 
 
 defvjp(matmul, _matmul_vjp_a, _matmul_vjp_b)
@@ -421,15 +568,24 @@ def _softmax_vjp(out, x, axis=-1):
 
 
 def _logsumexp_vjp(out, x, axis=-1, keepdims=False):
-    keep = kept_shape(x.shape, axis)
+    keep, axes = kept_shape(x.shape, axis), normalize_axes(axis, x.ndim)
 
-    def vjp(g):
-        p = x - out.reshape(keep)  # softmax(x) = exp(x - logsumexp(x)), in one buffer
-        xp_of(p).exp(p, out=p)
-        p *= g.reshape(keep)
-        return p
+    def vjp(g, add_to=None):
+        lse, gk = out.reshape(keep), g.reshape(keep)
 
-    return vjp
+        def softmax_times_g(b):  # exp(x - logsumexp(x)) * g on the slab b, in one buffer
+            p = x[b] - lse[b]
+            xp_of(p).exp(p, out=p)
+            p *= gk[b]
+            return p
+
+        if add_to is None:
+            return softmax_times_g(Ellipsis)
+        for b in slabs(x.shape, axes):
+            add_to[b] += softmax_times_g(b)
+        return add_to
+
+    return adds_into(vjp)
 
 
 defvjp(softmax, _softmax_vjp)

@@ -10,8 +10,10 @@ events replayed here in its order:
 - a step's VJP makes the const's cotangent, releases the saved state, then makes the
   state's cotangent; the incoming cotangent goes after both are made, unless someone
   outside the pass holds it (the seed of a nested pass);
-- the const's cotangents accumulate in place: the first is kept, later ones are added
-  and freed;
+- the const's cotangents accumulate in place: in one backward pass the first is kept
+  and later ones are added into it a row block at a time (prims.product_cotangent: a
+  transient inside NumPy calls, which the ledger does not see); a recomputed segment's
+  or a revolve step's, made by its own pass, is added and freed;
 - a step run on raw values allocates its output while its input is still alive.
 
 `simulate_chain` returns the peak live bytes the ledger should measure; the tests
@@ -66,15 +68,14 @@ class _Chain:
         leaves one const cotangent (C) and, if wanted, the first input's (X)."""
         X, C, t = self.X, self.C, self.t
         for k in range(s, 0, -1):
-            t(C)  # the const's cotangent
+            if k == s:
+                t(C)  # the const's first cotangent; the later ones are added into it
             if k > 1 or frees_first_input:
                 t(-X)  # the saved input goes with its closure
             if k > 1 or wants_first_cotangent:
                 t(X)  # the input's cotangent
             if k < s or seed_is_ours:
                 t(-X)  # the incoming cotangent
-            if k < s:
-                t(-C)  # added into the first const cotangent
 
     def accumulate_outer(self):
         if self.acc:

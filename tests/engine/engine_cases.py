@@ -56,6 +56,13 @@ for op, make in UNARY.items():
 for sa, sb in [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((3, 4), (2, 4, 5)), ((2, 1, 3, 4), (3, 4, 2)), ((1, 4), (4, 1))]:
     case(f"matmul{list(sa)}{list(sb)}", lambda ops, a, b: ops.matmul(a, b), normal(*sa), normal(*sb))
 
+# fan-in: the second use's cotangent is added into the first's buffer a block at a time
+# (prims.product_cotangent), or made whole where a broadcast must be summed away
+case("matmul_fanin_weight", lambda ops, a, w: ops.matmul(ops.matmul(a, w), w), normal(3, 4), normal(4, 4))
+case("matmul_fanin_folded", lambda ops, a, w: ops.matmul(ops.matmul(a, w), w), normal(2, 3, 4), normal(4, 4))
+case("matmul_fanin_input", lambda ops, a, w: ops.matmul(w, ops.matmul(w, a)), normal(4, 3), normal(4, 4))
+case("matmul_fanin_broadcast", lambda ops, a, w: ops.matmul(ops.matmul(a, w), w), normal(3, 4), normal(2, 4, 4))
+
 # ---- reductions: every axis spelling, keepdims both ways ---------------------------------
 for op in ["sum", "mean", "max"]:
     for axis, keepdims in itertools.product([None, 0, 1, -1, (0, 2), (0, 1, 2)], [False, True]):
@@ -101,6 +108,8 @@ for axis in [-1, 0, 1]:
     case(f"softmax_axis{axis}", lambda ops, x, a=axis: ops.softmax(x, axis=a), normal(3, 4))
 for axis, keepdims in itertools.product([-1, 0, (0, 1), None], [False, True]):
     case(f"logsumexp_axis{axis}_keep{keepdims}", lambda ops, x, a=axis, k=keepdims: ops.logsumexp(x, axis=a, keepdims=k), normal(3, 4))
+for axis in [-1, 0, (0, 1)]:  # logsumexp's cotangent added into x's (prims.slabs)
+    case(f"log_softmax_axis{axis}", lambda ops, x, a=axis: ops.sub(x, ops.logsumexp(x, axis=a, keepdims=True)), normal(3, 9))
 case("softmax_large_values", lambda ops, x: ops.softmax(x * 100.0), normal(2, 5))
 case("logsumexp_large_values", lambda ops, x: ops.logsumexp(x * 100.0), normal(2, 5))
 for stride, padding in [(1, 0), (1, 1), (2, 0), (2, 1), (3, 2)]:
