@@ -8,12 +8,13 @@ it needs, following the table in notes/engine.md 2.1:
   shapes only   add sub neg sum mean reshape permute_dims getitem concat stack
                 upsample2d cumsum
   the output    exp sqrt tanh sigmoid relu softmax
-  the input     log sin cos max_pool2d, and mul/div/matmul/conv2d save the *other*
+  the input     log sin cos, and mul/div/matmul/conv2d save the *other*
                 operand, and only when this one needs a gradient
-  both          max, logsumexp (input + reduced output), div's divisor (out, y)
+  both          max, max_pool2d, logsumexp (input + reduced output), div's divisor (out, y)
   data          take its indices, where its condition (never differentiated)
 
-max_pool2d saves its input, not indices: its VJP recomputes the argmax per window.
+max_pool2d saves its input and its output (the next layer's saved input anyway), not
+indices: its VJP finds each window's first maximum again.
 
 A VJP allocates at most one array per cotangent (notes/engine.md 2.10): intermediate
 steps are done in place in that array, and two kinds of VJP can do without even that:
@@ -106,17 +107,17 @@ def writable(a):
     return a if is_array(a) else xp_of(a).asarray(a)
 
 
-ADD_INTO_SLABS = 8  # a cotangent added into a gradient is made 1/8 of it at a time
+SLABS = 8  # what is made piecewise (a contribution added into a gradient, a conv's rows) is made 1/8 at a time
 
 
 def slabs(shape, reduced=()):
-    """Index tuples cutting an array of `shape` into ADD_INTO_SLABS slabs along its
+    """Index tuples cutting an array of `shape` into SLABS slabs along its
     longest axis not in `reduced` (the whole array when every axis is reduced)."""
     free = [a for a in range(len(shape)) if a not in reduced]
     if not free:
         return [Ellipsis]
     axis = builtins.max(free, key=lambda a: shape[a])
-    step = -(-shape[axis] // ADD_INTO_SLABS)
+    step = -(-shape[axis] // SLABS)
     return [(slice(None),) * axis + (slice(i, i + step),) for i in range(0, shape[axis], step)]
 
 
@@ -349,10 +350,22 @@ def product_cotangent(left, right, shape, add_to):
     product = np.broadcast_shapes(left.shape[:-2], right.shape[:-2]) + (left.shape[-2], right.shape[-1])
     if add_to is None or product != shape:
         return unbroadcast(left @ right, shape)
-    step = -(-shape[-2] // ADD_INTO_SLABS)
-    for i in range(0, shape[-2], step):
-        add_to[..., i : i + step, :] += left[..., i : i + step, :] @ right
-    return add_to
+    return add_matmul(add_to, left, right)
+
+
+def add_matmul(acc, left, right):
+    """acc += left @ right, an eighth of the product at a time (along its longer side):
+    BLAS's C += A B, which NumPy's matmul does not expose, with a slab as the transient
+    instead of the whole product."""
+    if acc.shape[-2] >= acc.shape[-1]:
+        step = -(-acc.shape[-2] // SLABS)
+        for i in range(0, acc.shape[-2], step):
+            acc[..., i : i + step, :] += left[..., i : i + step, :] @ right
+    else:
+        step = -(-acc.shape[-1] // SLABS)
+        for i in range(0, acc.shape[-1], step):
+            acc[..., i : i + step] += left @ right[..., i : i + step]
+    return acc
 
 
 defvjp(matmul, _matmul_vjp_a, _matmul_vjp_b)
@@ -594,20 +607,27 @@ defvjp(logsumexp, _logsumexp_vjp)
 
 @primitive(n_arrays=2)
 def conv2d(x, w, stride=1, padding=0):
-    # Cross-correlation as a sum over the kernel offsets (i, j): each adds
-    # w[:, :, i, j] @ (the input pixels that offset sees), one batched BLAS call. It
-    # needs one input-sized transient at a time, where im2col needs kh*kw of them.
+    # Cross-correlation as kh*kw matmuls on the flattened padded image. Flattened with
+    # a row pitch of wp (the padded width), the pixels kernel offset (i, j) sees are one
+    # contiguous window starting at i*wp + j, so each offset is one BLAS call on a view:
+    # no im2col, no per-offset copy. It is made at stride 1 on "wide" rows of wp pixels,
+    # of which the output keeps every stride-th, up to wo. The output rows are done an
+    # eighth at a time, so the padded input and the wide result are slab-sized
+    # transients (the VJPs walk the same slabs).
     n, c, ho, wo, kh, kw = _conv_geometry(x, w, stride, padding)
-    xpad = _pad(x, padding)
-    out = None
-    for i in range(kh):
-        for j in range(kw):
-            term = w[:, :, i, j] @ _at_offset(xpad, i, j, stride, ho, wo).reshape(n, c, ho * wo)
-            if out is None:
-                out = term
-            else:
-                out += term
-    return out.reshape(n, w.shape[0], ho, wo)
+    out = xp_of(x, w).empty((n, w.shape[0], ho, wo), dtype=x.dtype)
+    for rows in _row_slabs(ho):
+        xs, count, wp = _input_rows(x, rows, stride, padding, kh)
+        wide = None
+        for i in range(kh):
+            for j in range(kw):
+                term = w[:, :, i, j] @ _window(xs, i, j, count, wp)
+                if wide is None:
+                    wide = term
+                else:
+                    wide += term
+        out[:, :, rows] = _narrow(wide, stride, count, wp, wo)
+    return out
 
 
 def _conv_geometry(x, w, stride, padding):
@@ -625,31 +645,62 @@ def _conv_geometry(x, w, stride, padding):
     return n, c, ho, wo, kh, kw
 
 
-def _pad(x, padding):
-    if not padding:
-        return x
-    return xp_of(x).pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+def _row_slabs(ho):
+    """The output rows in SLABS slices."""
+    step = -(-ho // SLABS)
+    return [slice(y, builtins.min(y + step, ho)) for y in range(0, ho, step)]
 
 
-def _at_offset(a, i, j, stride, ho, wo):
-    """The (ho, wo) pixels of `a` that kernel offset (i, j) sees: a strided view."""
-    return a[:, :, i : i + stride * (ho - 1) + 1 : stride, j : j + stride * (wo - 1) + 1 : stride]
+def _input_rows(x, rows, stride, padding, kh):
+    """The padded input rows the output `rows` read, flattened: (n, c, (count + kh) * wp),
+    a fresh array. count = the stride-1 rows from the slab's first output row to its
+    last; kh - 1 rows of halo below them and one spare row, which holds the last
+    window's overrun (at most kw - 1 pixels). Also count and wp."""
+    n, c, h, wd = x.shape
+    first, count, wp = stride * rows.start, stride * (rows.stop - 1 - rows.start) + 1, wd + 2 * padding
+    xs = xp_of(x).zeros((n, c, count + kh, wp), dtype=x.dtype)
+    lo, hi = builtins.max(first - padding, 0), builtins.min(first + count + kh - padding, h)  # inside x
+    if lo < hi:
+        xs[:, :, lo + padding - first : hi + padding - first, padding : padding + wd] = x[:, :, lo:hi]
+    return xs.reshape(n, c, -1), count, wp
+
+
+def _window(flat, i, j, count, wp):
+    """The flat pixels kernel offset (i, j) sees for `count` wide rows: a view."""
+    return flat[..., i * wp + j : i * wp + j + count * wp]
+
+
+def _narrow(wide, stride, count, wp, wo):
+    """The output pixels of `count` wide stride-1 rows: every stride-th row and column."""
+    n, o = wide.shape[:2]
+    return wide.reshape(n, o, count, wp)[:, :, ::stride, : stride * (wo - 1) + 1 : stride]
+
+
+def _widen(g, stride, count, wp):
+    """The inverse of _narrow for a cotangent slab g (n, o, rows, wo): zeros at the
+    pixels the forward dropped, flattened to (n, o, count * wp)."""
+    n, o, _, wo = g.shape
+    wide = xp_of(g).zeros((n, o, count, wp), dtype=g.dtype)
+    wide[:, :, ::stride, : stride * (wo - 1) + 1 : stride] = g
+    return wide.reshape(n, o, -1)
 
 
 def _conv2d_vjp_x(out, x, w, stride=1, padding=0):
     x_shape = x.shape
 
-    def vjp(g):
-        n, o, ho, wo = g.shape
-        _, c, kh, kw = w.shape
-        g2 = g.reshape(n, o, ho * wo)
-        h, wd = x_shape[2] + 2 * padding, x_shape[3] + 2 * padding
-        dx = xp_of(g).zeros((n, c, h, wd), dtype=g.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                window = _at_offset(dx, i, j, stride, ho, wo)
-                window += (w[:, :, i, j].T @ g2).reshape(n, c, ho, wo)
-        return dx[:, :, padding : h - padding, padding : wd - padding]
+    def vjp(g):  # the transposed convolution: each offset adds w_ij^T g back where it read
+        (n, c, h, wd), (_, _, kh, kw), p = x_shape, w.shape, padding
+        wp = wd + 2 * p
+        dpad = xp_of(g).zeros((n, c, h + 2 * p + 1, wp), dtype=g.dtype)  # a spare row for the overrun
+        dflat = dpad.reshape(n, c, -1)
+        for rows in _row_slabs(g.shape[2]):
+            count = stride * (rows.stop - 1 - rows.start) + 1
+            g_wide = _widen(g[:, :, rows], stride, count, wp)
+            at = dflat[..., stride * rows.start * wp :]  # the slab's first padded input row on
+            for i in range(kh):
+                for j in range(kw):
+                    _window(at, i, j, count, wp)[...] += w[:, :, i, j].T @ g_wide
+        return dpad[:, :, p : p + h, p : p + wd]
 
     return vjp
 
@@ -657,16 +708,15 @@ def _conv2d_vjp_x(out, x, w, stride=1, padding=0):
 def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
     w_shape = w.shape
 
-    def vjp(g):
-        n, o, ho, wo = g.shape
-        _, c, kh, kw = w_shape
-        xp = xp_of(g)
-        xpad, g2 = _pad(x, padding), g.reshape(n, o, ho * wo)
-        dw = xp.empty(w_shape, dtype=g.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                patch = _at_offset(xpad, i, j, stride, ho, wo).reshape(n, c, ho * wo)
-                dw[:, :, i, j] = xp.tensordot(g2, patch, axes=([0, 2], [0, 2]))
+    def vjp(g):  # dw_ij = sum over batch and pixels of g (o, pixels) @ window_ij^T (pixels, c)
+        _, _, kh, kw = w_shape
+        dw = xp_of(g).zeros(w_shape, dtype=g.dtype)
+        for rows in _row_slabs(g.shape[2]):
+            xs, count, wp = _input_rows(x, rows, stride, padding, kh)
+            g_wide = _widen(g[:, :, rows], stride, count, wp)
+            for i in range(kh):
+                for j in range(kw):
+                    dw[:, :, i, j] += (g_wide @ _window(xs, i, j, count, wp).swapaxes(-1, -2)).sum(axis=0)
         return dw
 
     return vjp
@@ -706,17 +756,20 @@ def _pool_blocks(x, size):
 
 def _max_pool2d_vjp(out, x, size=2):
     def vjp(g):
+        # Each window's gradient goes to its first maximum in row-major order (as
+        # torch's argmax): walk the size*size positions of the windows in that order,
+        # each a strided view of x and dx, and hand g to the windows whose maximum sits
+        # there and has not been handed out yet. Transients: window-sized masks only.
         xp, (n, c, ho, wo) = xp_of(g), g.shape
-        windows = _pool_blocks(x, size).transpose(0, 1, 2, 4, 3, 5).reshape(n, c, ho, wo, -1)
-        first = windows.argmax(axis=-1)  # the first maximum of a window takes it all, as torch
-        del windows
-        blocks = (xp.arange(size * size) == first[..., None]) * g[..., None]
-        dx = blocks.reshape(n, c, ho, wo, size, size).transpose(0, 1, 2, 4, 3, 5)
-        dx = dx.reshape(n, c, ho * size, wo * size)
-        if dx.shape != x.shape:  # the dropped ragged edge gets no gradient
-            full = xp.zeros(x.shape, dtype=g.dtype)
-            full[:, :, : ho * size, : wo * size] = dx
-            dx = full
+        dx = xp.zeros(x.shape, dtype=g.dtype)  # a ragged edge dropped by the forward gets 0
+        given = xp.zeros(out.shape, dtype=bool)
+        for a in range(size):
+            for b in range(size):
+                at = (slice(None), slice(None), slice(a, ho * size, size), slice(b, wo * size, size))
+                here = x[at] == out
+                here &= ~given
+                xp.multiply(g, here, out=dx[at])
+                given |= here
         return dx
 
     return vjp

@@ -77,7 +77,7 @@ SAVES = {
     "logsumexp":      (lambda a, b, c, d: ops.logsumexp(a), "a out", {}),
     "conv2d x needs": (lambda a, b, c, d: ops.conv2d(a, d, padding=1), "d", CONV),
     "conv2d w needs": (lambda a, b, c, d: ops.conv2d(c, b, padding=1), "c", CONV),
-    "max_pool2d":     (lambda a, b, c, d: ops.max_pool2d(a), "a", dict(a=(1, 2, 4, 4))),
+    "max_pool2d":     (lambda a, b, c, d: ops.max_pool2d(a), "a out", dict(a=(1, 2, 4, 4))),
     "upsample2d":     (lambda a, b, c, d: ops.upsample2d(a), "", dict(a=(1, 2, 2, 2))),
     "cumsum":         (lambda a, b, c, d: ops.cumsum(a, 1), "", {}),
 }  # fmt: skip
