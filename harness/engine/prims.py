@@ -187,10 +187,21 @@ def _div_vjp_y(out, x, y):
     return unbroadcast_f(y, reuses_g(vjp))
 
 
+def _sub_vjp_y(out, x, y):
+    shape = y.shape
+
+    def vjp(g, into=None):
+        if g.shape == shape:
+            return negated(g, into)
+        return -unbroadcast(g, shape)  # summed first: -g is never made whole
+
+    return reuses_g(vjp)
+
+
 defvjp(add, lambda out, x, y: unbroadcast_f(x, lambda g: g),
             lambda out, x, y: unbroadcast_f(y, lambda g: g))  # fmt: skip
 defvjp(sub, lambda out, x, y: unbroadcast_f(x, lambda g: g),
-            lambda out, x, y: unbroadcast_f(y, negated))  # fmt: skip
+            _sub_vjp_y)  # fmt: skip
 defvjp(mul, lambda out, x, y: unbroadcast_f(x, times(y)),
             lambda out, x, y: unbroadcast_f(y, times(x)))  # fmt: skip
 defvjp(div, lambda out, x, y: unbroadcast_f(x, reuses_g(lambda g, into=None: xp_of(g).true_divide(g, y, out=into))),
@@ -280,6 +291,20 @@ def _sigmoid_vjp(out, x):
     return vjp
 
 
+def _relu_vjp(out, x):
+    # g * (out > 0), 0 at the kink like torch. relu saves its output, not a mask: the
+    # output is saved anyway, as the next matmul's input. The mask is made a slab at a
+    # time (a 1-byte-per-element transient for the whole array otherwise).
+    def vjp(g, into=None):
+        xp = xp_of(g)
+        into = xp.empty(g.shape, dtype=g.dtype) if into is None else into
+        for b in slabs(g.shape):
+            xp.multiply(g[b], out[b] > 0, out=into[b])
+        return into
+
+    return reuses_g(vjp)
+
+
 def _sin_vjp(out, x):
     def vjp(g):  # g * cos(x)
         t = xp_of(x).cos(x)
@@ -305,9 +330,7 @@ defvjp(log,     lambda out, x: reuses_g(lambda g, into=None: xp_of(g).true_divid
 defvjp(sqrt,    _sqrt_vjp)
 defvjp(tanh,    _tanh_vjp)
 defvjp(sigmoid, _sigmoid_vjp)
-# relu: g * (out > 0), 0 at the kink like torch. The mask is made in the VJP (a 1-byte-
-# per-element transient), not saved: out is saved anyway, as the next matmul's input.
-defvjp(relu,    lambda out, x: reuses_g(lambda g, into=None: xp_of(g).multiply(g, out > 0, out=into)))
+defvjp(relu,    _relu_vjp)
 defvjp(sin,     _sin_vjp)
 defvjp(cos,     _cos_vjp)  # fmt: skip
 

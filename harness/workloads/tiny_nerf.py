@@ -101,14 +101,20 @@ def init(rng, cfg, dtype):
     return cast(params), cast(inputs)
 
 
-def loss(ops, params, inputs, cfg):
-    R, S, depth = cfg["rays"], cfg["samples"], cfg["depth"]
-    x = inputs["points"]  # (R*S, 3)
+def encode(ops, x, freqs):
+    """[x, sin(2^k x), cos(2^k x) for k < freqs] (R*S, 3 + 6 freqs). A function of its
+    own so that the 2 freqs sin/cos arrays are dropped once concatenated, rather than
+    held by the loss's locals through the whole forward pass."""
     features = [x]
-    for k in range(cfg["freqs"]):
+    for k in range(freqs):
         scaled = ops.mul(x, float(2**k))
         features += [ops.sin(scaled), ops.cos(scaled)]
-    encoded = ops.concat(features, axis=-1)  # (R*S, 39): a function of the inputs only
+    return ops.concat(features, axis=-1)
+
+
+def loss(ops, params, inputs, cfg):
+    R, S, depth = cfg["rays"], cfg["samples"], cfg["depth"]
+    encoded = encode(ops, inputs["points"], cfg["freqs"])  # (R*S, 39): a function of the inputs only
 
     def layers(first, stop):
         def segment(h, consts):
