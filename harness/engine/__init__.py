@@ -7,9 +7,11 @@
 
 It does what the issue threads found the big frameworks getting wrong (notes/engine.md):
 VJPs save only what they need and only for inputs that need a gradient; saved arrays
-and cotangents go as soon as they have been used; fan-in gradients accumulate in place;
-nodes that lead to no requested variable never run; float32 stays float32; and the
-ledger counts every buffer it holds, views once.
+and cotangents go as soon as they have been used; an elementwise VJP writes over the
+cotangent it consumes and a shared weight's later contributions are added into its
+gradient a slab at a time; nodes that lead to no requested variable never run; float32
+stays float32; and the ledger counts every buffer it holds, views once. docs/engine.md
+says what each saved and transient byte is for.
 
 Modules, one job each: xp (NumPy or CuPy), ledger (live bytes), tape (traced values,
 nodes, primitives), prims (every primitive with its VJP), ops (the op set),
