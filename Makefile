@@ -37,7 +37,7 @@ run: $(STAMP)
 	$(PY) -m harness run --size small --out $(OUT)/cpu-small.jsonl
 	$(PY) -m harness report $(OUT)/cpu-small.jsonl --out $(OUT)/report
 
-$(WHEELS)/.filled: $(STAMP)
+$(WHEELS)/.filled: $(STAMP) tools/python_wheelhouse.sh
 	bash tools/python_wheelhouse.sh $(WHEELS)
 	touch $@
 

@@ -112,7 +112,8 @@ def index(records):
     """{(workload, framework, device, mode): record} for the default variant of each cell.
 
     Variants the asv grid has no axis for (another size, dtype or optimizer,
-    rematerialisation, another backward order) are left out rather than mixed in.
+    rematerialisation, another backward order, a pinned framework version) are left out
+    rather than mixed in.
     """
     cells = {}
     wanted_size = size()
@@ -120,6 +121,8 @@ def index(records):
         if record.get("size") != wanted_size or record.get("dtype", "float32") != "float32":
             continue
         if record.get("remat") not in (None, "none") or record.get("order") not in (None, "heap"):
+            continue
+        if record.get("version"):  # a pinned framework version: not the grid's installed one
             continue
         if record.get("optimizer") != optimizer():
             continue

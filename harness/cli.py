@@ -1,4 +1,4 @@
-"""`python -m harness list|check|run|scale|report`: one module per command.
+"""`python -m harness list|check|run|scale|report|bisect`: one module per command.
 
 Each command module defines `add_arguments(parser)` and `main(args) -> exit code`,
 and is imported only when its command runs, so `list` never pays for `report`.
@@ -16,6 +16,7 @@ COMMANDS = {
     "run": ("harness.measure.sweep", "measure peak memory and time, one cell per process"),
     "scale": ("harness.scale.command", "how memory grows with the batch, and the largest batch that fits"),
     "report": ("harness.report.build", "write the comparison page from result files"),
+    "bisect": ("harness.bisect", "the first release or commit of a framework that moved a figure"),
 }
 
 

@@ -7,7 +7,10 @@ added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md
 - the cell: ``workload, size, dtype, framework, mode, device`` (strings),
   ``optimizer`` (null | "sgd" | "adam"), ``remat`` ("none"), ``order`` (the reference
   engine's backward order, else null), ``batch`` (null: the size's own batch; an int:
-  the workload's batch axis set to it, by `harness scale`);
+  the workload's batch axis set to it, by `harness scale`); ``version`` (the framework
+  version the cell pinned, ``--framework jax==0.9.2``; null: the installed one) and
+  ``framework_version`` (the exact version that ran; the runtime's, e.g. jaxlib, is in
+  ``provenance.versions``);
 - ``status`` (one of STATUSES) and ``message`` (why, when not "ok");
 - metrics of an "ok" record (bytes are ints, seconds floats; a phase a cell did not
   run is an absent key, never a made-up number; ``total`` is always present). Memory,
@@ -109,6 +112,10 @@ def new_record(cell, status, message="", provenance=None, **metrics):
     record["remat"] = cell.get("remat") or "none"
     record["order"] = cell.get("order")
     record["batch"] = cell.get("batch")
+    # the framework version asked for (null: the one installed beside gradmem) and the
+    # exact version that ran (null where unknown: the framework is not installed)
+    record["version"] = cell.get("version")
+    record["framework_version"] = framework_version(cell, provenance)
     record["status"] = status
     record["message"] = message or ""
     if status == "ok":
@@ -117,6 +124,17 @@ def new_record(cell, status, message="", provenance=None, **metrics):
     record.update(metrics)
     record["provenance"] = provenance or {}
     return record
+
+
+def framework_version(cell, provenance):
+    """The exact version of the cell's framework that ran, from the provenance's
+    versions (the framework's own distribution: tensorflow-cpu for tensorflow)."""
+    versions = (provenance or {}).get("versions") or {}
+    name = cell.get("framework")
+    for dist in (name, f"{name}-cpu"):
+        if versions.get(dist):
+            return versions[dist]
+    return cell.get("version")
 
 
 def schema_mismatch(found):

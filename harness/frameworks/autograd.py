@@ -54,6 +54,8 @@ class AutogradAdapter(Adapter):
     name = "autograd"
     module = "autograd"
     distributions = ("autograd", "numpy")
+    installs_from_source = True  # pure Python: `bisect --repo` installs a commit with pip
+    adapter_requires = ("scipy",)  # autograd.scipy.special (expit, logsumexp)
     modes = ("eager",)
     compiled_as = ""
     remats = ("none", "native")

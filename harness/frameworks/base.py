@@ -58,6 +58,21 @@ class Adapter:
     #: settings some frameworks read only at start-up); the worker adds them to its env
     environment = {}
 
+    #: True when a commit of the framework's repository installs with pip alone (pure
+    #: Python: HIPS autograd); compiled frameworks need `bisect --build-hook`
+    installs_from_source = False
+
+    #: what the adapter itself needs beside the framework (autograd.scipy needs SciPy);
+    #: a pinned version's environment installs them at the versions installed here
+    adapter_requires = ()
+
+    @property
+    def package(self):
+        """The distribution a pinned version (``--framework NAME==VERSION``) installs
+        and whose version is the record's ``framework_version``; None where no version
+        can be pinned. Default: the first of `distributions`."""
+        return self.distributions[0] if self.distributions else None
+
     # ---- cheap: safe in the parent ------------------------------------------------
     def available(self):
         """(True, "") when the framework is installed, else (False, reason)."""

@@ -32,6 +32,7 @@ class ReferenceAdapter(Adapter):
     name = "reference"
     module = "numpy"  # the engine is part of gradmem; it needs NumPy only
     distributions = ("gradmem", "numpy", "cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x")
+    package = None  # gradmem's own engine: its version is the commit, not a release
     modes = ("eager",)
     compiled_as = ""
     # native = the engine's own checkpoint on the marked segments (what sqrt does too);

@@ -61,6 +61,7 @@ class TensorflowAdapter(Adapter):
     name = "tensorflow"
     module = "tensorflow"
     distributions = ("tensorflow", "tensorflow-cpu", "keras")
+    package = "tensorflow-cpu"  # a pinned version: the CPU wheel, as pyproject's extra
     modes = ("eager", "compiled")
     compiled_as = "tf.function(gradient step), jit_compile=False"
     remats = ("none", "native")

@@ -26,6 +26,8 @@ from harness.frameworks import threads
 from harness.measure import cells, environment, provenance, timeline
 from harness.measure.executor import Task
 from harness.measure.timing import Policy
+from harness.frameworks.base import Unavailable
+from harness.versions import envs
 
 #: the memory pass's figures, copied into the record as they are (results.py says
 #: what each means; footprint = retained + step peak is checked there)
@@ -62,6 +64,7 @@ class Options:
     timeout_s: float = 600.0
     memory_limit: int = None
     lr: float = 1e-3
+    torch_index: str = None  # where a pinned torch version may come from (harness/versions/envs.py)
 
 
 @dataclass
@@ -75,6 +78,8 @@ class CellState:
     job: dict
     memory: object = None  # the memory pass's Outcome, once it ended
     memory_only: bool = False  # harness scale: no reference gradient, no time pass
+    python: str = None  # a pinned version's interpreter (None: this one)
+    env_of: object = None  # env -> env for that interpreter's workers (None: as it is)
 
 
 def reference_key(cell):
@@ -129,6 +134,10 @@ class CellRunner:
         reason = reason or cells.unavailable_reason(cell, adapter)
         if reason:
             return results.new_record(cell, "unavailable", reason, prov)
+        try:
+            python, env_of = self._interpreter(cell, adapter, prov)
+        except Unavailable as err:
+            return results.new_record(cell, "unavailable", str(err), prov)
         o = self.options
         job = {
             "cell": cell,
@@ -141,7 +150,7 @@ class CellRunner:
             "time_budget_s": o.time_budget_s,
             "memory_limit": o.memory_limit,
         }
-        return CellState(index, cell, adapter, prov, job, memory_only=memory_only)
+        return CellState(index, cell, adapter, prov, job, memory_only=memory_only, python=python, env_of=env_of)
 
     def _tag(self, cell):
         return f"{cell['workload']}-{cell['framework']}-{cell['mode']}-{cell['device']}"
@@ -155,7 +164,7 @@ class CellRunner:
             ref_path, ref_note = self.reference.get(reference_key(cell), (None, "no reference gradient computed"))
         state.prov["reference_gradient"] = ref_note
         env, recorded = self._environment(state.adapter, "memory")
-        state.prov["env"] = recorded
+        env, state.prov["env"] = state.env_of(env) if state.env_of else env, recorded
         job = dict(
             state.job,
             kind="memory",
@@ -165,7 +174,10 @@ class CellRunner:
         name = self._name(f"memory-{self._tag(cell)}")
         # CUDA memory passes run alone: NVML's figures are per device, not per process.
         alone = cell["device"] != "cpu"
-        return Task(job, env, name, self.options.timeout_s, sample_rss=True, exclusive=alone, tag=("memory", state))
+        return Task(
+            job, env, name, self.options.timeout_s, sample_rss=True, exclusive=alone, tag=("memory", state),
+            python=state.python,
+        )
 
     def memory_done(self, state, outcome):
         """None when the time pass may follow, else the cell's (failed) record."""
@@ -181,9 +193,12 @@ class CellRunner:
 
     def time_task(self, state):
         env, recorded = self._environment(state.adapter, "time")
-        state.prov["time_env"] = recorded
+        env, state.prov["time_env"] = state.env_of(env) if state.env_of else env, recorded
         name = self._name(f"time-{self._tag(state.cell)}")
-        return Task(dict(state.job, kind="time"), env, name, self.options.timeout_s, gated=True, tag=("time", state))
+        return Task(
+            dict(state.job, kind="time"), env, name, self.options.timeout_s, gated=True, tag=("time", state),
+            python=state.python,
+        )
 
     def time_done(self, state, outcome):
         """The cell's record."""
@@ -191,6 +206,17 @@ class CellRunner:
         if not outcome.ok:
             return results.new_record(state.cell, outcome.status, f"time pass: {outcome.message}", state.prov)
         return self._record(state.cell, state.prov, state.memory, outcome)
+
+    def _interpreter(self, cell, adapter, prov):
+        """(python, env -> env) of `cell`'s workers: this interpreter, or a pinned
+        version's environment (built on first use; Unavailable when it cannot be)."""
+        if not cell.get("version"):
+            return None, lambda env: env
+        found = envs.for_version(adapter, cell["version"], self.options.torch_index)
+        prov["versions"] = {"gradmem": prov["versions"].get("gradmem"), **found.versions}
+        prov["python"] = found.manifest.get("python", prov["python"])
+        prov["framework_env"] = found.path
+        return found.python, lambda env: envs.worker_environment(env, self.workdir)
 
     def _record(self, cell, prov, memory, timing):
         m, t = memory.result, (timing.result if timing is not None else {})

@@ -20,11 +20,14 @@ from harness.frameworks.remat import offers as remat_offers
 
 
 def expand(workloads, frameworks_, sizes, dtypes, devices, modes, optimizer=None, remats=("none",), orders=("heap",), segmented=None):
-    """Every cell, in table order: size, dtype, device, mode, workload, framework, remat,
-    order. `segmented`: the workloads a remat other than "none" applies to (None: all)."""
+    """Every cell, in table order: size, dtype, device, mode, workload, framework
+    (and version), remat, order. `frameworks_`: names, or (name, version) pairs
+    (harness/versions/spec.py; version None = the installed one). `segmented`: the
+    workloads a remat other than "none" applies to (None: all)."""
     cells = []
-    for size, dtype, device, mode, workload, framework, remat in itertools.product(
-        sizes, dtypes, devices, modes, workloads, frameworks_, remats
+    pairs = [item if isinstance(item, tuple) else (item, None) for item in frameworks_]
+    for size, dtype, device, mode, workload, (framework, version), remat in itertools.product(
+        sizes, dtypes, devices, modes, workloads, pairs, remats
     ):
         if remat != "none" and segmented is not None and workload not in segmented:
             continue
@@ -40,13 +43,15 @@ def expand(workloads, frameworks_, sizes, dtypes, devices, modes, optimizer=None
                     "optimizer": optimizer,
                     "remat": remat,
                     "order": order,
+                    "version": version,
                 }
             )
     return cells
 
 
 def label(cell):
-    text = f"{cell['workload']} {cell['framework']} {cell['mode']} {cell['device']} {cell['size']} {cell['dtype']}"
+    framework = cell["framework"] + (f"=={cell['version']}" if cell.get("version") else "")
+    text = f"{cell['workload']} {framework} {cell['mode']} {cell['device']} {cell['size']} {cell['dtype']}"
     return text + (f" {variant(cell)}" if variant(cell) else "")
 
 
@@ -73,7 +78,7 @@ def adapter_or_reason(name):
 
 def unavailable_reason(cell, adapter):
     """Why `cell` cannot run here, decided without importing its framework; "" if it may."""
-    ok, reason = adapter.available()
+    ok, reason = (True, "") if cell.get("version") else adapter.available()  # a pinned one: its own env
     if not ok:
         return reason
     if cell["mode"] not in adapter.modes:

@@ -48,6 +48,7 @@ class Task:
     exclusive: bool = False  # nothing else of ours runs while it does (CUDA memory passes)
     gated: bool = False  # set up beside others, then measured alone (time passes)
     tag: object = None  # the caller's own reference (cell index, pass kind, ...)
+    python: str = None  # the worker's interpreter: a pinned version's environment (None: this one)
     id: int = field(default_factory=itertools.count().__next__)
     started: float = None  # time.monotonic() when its worker started, and ended
     ended: float = None
@@ -139,7 +140,8 @@ class LocalExecutor:
                 return
             self.pending.remove(task)
             worker = WorkerProcess(
-                task.job, task.env, self.workdir, task.name, task.timeout_s, task.sample_rss, gated=task.gated
+                task.job, task.env, self.workdir, task.name, task.timeout_s, task.sample_rss, gated=task.gated,
+                python=task.python,
             )
             task.started = worker.started
             self.running[task.id] = (task, worker)

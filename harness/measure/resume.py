@@ -2,8 +2,8 @@
 
 A killed sweep keeps every finished record (each is appended atomically), so running
 it again with the same arguments and --resume measures only the cells without one. A
-cell is its CELL_KEYS plus its variant (optimizer, remat, order, batch); a record of any
-status counts as done (re-running a failed cell is a new sweep, not a resume). Records
+cell is its CELL_KEYS plus its variant (optimizer, remat, order, batch) and pinned
+version; a record of any status counts as done (re-running a failed cell is a new sweep, not a resume). Records
 measured with other settings (seed, --warmup, --repeat, --precision, --time-budget,
 --threads, --timeout, --memory-limit) are refused rather than mixed into one table, and
 so are records that predate a setting (e.g. timed before --precision existed: a fixed
@@ -36,6 +36,7 @@ def series_key(cell):
         cell.get("optimizer"),
         cell.get("remat") or "none",
         cell.get("order"),
+        cell.get("version"),
     )
 
 

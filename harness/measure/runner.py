@@ -46,7 +46,9 @@ class WorkerProcess:
     """One running worker: started at once, then `poll()`ed until it has ended, then
     `outcome()`. Not blocking, so an executor can watch several (harness/measure/executor.py)."""
 
-    def __init__(self, job, env, workdir, name, timeout_s=None, sample_rss=False, gated=False):
+    def __init__(self, job, env, workdir, name, timeout_s=None, sample_rss=False, gated=False, python=None):
+        # python: the worker's interpreter (a pinned framework version's environment,
+        # harness/versions/envs.py); None is this one
         self.paths = {kind: os.path.join(workdir, f"{name}.{kind}") for kind in ("job", "result", "marks", "log")}
         # parent_pid: worker.py's _end_with_parent
         self.job = dict(job, marks_path=self.paths["marks"], gated=gated, parent_pid=os.getpid())
@@ -60,7 +62,7 @@ class WorkerProcess:
         # group (interrupts.py), and a worker it does not know of would run on.
         with interrupts.deferred(), open(self.paths["log"], "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.measure.worker", self.paths["job"], self.paths["result"]],
+                [python or sys.executable, "-m", "harness.measure.worker", self.paths["job"], self.paths["result"]],
                 env=env,
                 stdin=subprocess.PIPE if gated else subprocess.DEVNULL,
                 stdout=log,
@@ -154,11 +156,11 @@ class WorkerProcess:
         return Outcome(status, message, {}, marks, self.sampler, self.wall_s)
 
 
-def run_worker(job, env, workdir, name, timeout_s=None, sample_rss=False):
+def run_worker(job, env, workdir, name, timeout_s=None, sample_rss=False, python=None):
     """Run one worker job (a dict) to completion; an Outcome, never an exception
     (except KeyboardInterrupt and interrupts.Interrupted, after the worker's group has
-    been killed)."""
-    worker = WorkerProcess(job, env, workdir, name, timeout_s, sample_rss)
+    been killed). `python`: the worker's interpreter (None: this one)."""
+    worker = WorkerProcess(job, env, workdir, name, timeout_s, sample_rss, python=python)
     try:
         while not worker.poll():
             time.sleep(POLL_S)

@@ -41,13 +41,23 @@ from harness.measure import cells, interrupts, resume, schedule, table
 from harness.measure.cell import CellRunner, Options
 from harness.measure.executor import LocalExecutor
 from harness.measure.timing import Policy
+from harness.versions import plan as versions
 
 UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
 def add_arguments(parser):
     parser.add_argument("--workload", "--workloads", dest="workload", default="all", help="W[,W...] or all (default all)")
-    parser.add_argument("--framework", "--frameworks", dest="framework", default="all", help="F[,F...] or all (default all)")
+    parser.add_argument(
+        "--framework", "--frameworks", dest="framework", default="all",
+        help="F[,F...] or all (default all); F==VERSION pins an exact release, measured in an environment "
+        "of its own built on first use (e.g. jax==0.9.2,jax: docs/versions.md)",
+    )
+    parser.add_argument(
+        "--torch-index", default=None,
+        help="where a pinned torch version may be installed from: an index URL (the PyTorch CPU index) or "
+        "'pypi' (a CUDA build of several GB); without it a pinned torch is unavailable, never downloaded",
+    )
     parser.add_argument("--size", "--sizes", dest="size", default="small", help="tiny|small|paper (default small)")
     parser.add_argument("--dtype", "--dtypes", dest="dtype", default="float32", help="float32|float64 (default float32)")
     parser.add_argument("--device", "--devices", dest="device", default="cpu", help="cpu|cuda[,...] (default cpu)")
@@ -147,7 +157,7 @@ def plan(args):
             )
     return cells.expand(
         names,
-        choices.parse_choices("framework", args.framework, frameworks.NAMES),
+        versions.plan_frameworks(args.framework),
         choices.parse_choices("size", args.size, choices.SIZES),
         choices.parse_choices("dtype", args.dtype, choices.DTYPES),
         choices.parse_choices("device", args.device, choices.DEVICES),
@@ -210,6 +220,7 @@ def _run(todo, args):
         threads=args.threads,
         timeout_s=args.timeout,
         memory_limit=parse_bytes(args.memory_limit),
+        torch_index=getattr(args, "torch_index", None),
     )
     try:
         results.check_appendable(args.out)  # before an hour of measuring, not after

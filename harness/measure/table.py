@@ -1,13 +1,14 @@
 """The table a sweep prints: step peak per phase and retained in MiB, peak / bound,
 time, ratio to the reference engine.
 
-A "variant" column (optimizer, remat strategy, the reference engine's order) appears
-when any record has one. Memory columns, steady state unless marked "1st" (the cold
-first step): "fwd", "bwd", "opt" (the optimizer update) and "peak" are step peaks
-(`peak_bytes`: above the resident bytes at the step's start, what the step needs);
-"retained" is what was resident at the step's start above the baseline taken before
-the first step (`retained_bytes`: what the framework keeps between steps); their sum is
-the footprint (`footprint_bytes`, not printed). "peak/bound" and "mem x ref" use the
+A "version" column (the exact framework version that ran) appears when any record
+pinned one (``--framework jax==0.9.2``), and a "variant" column (optimizer, remat
+strategy, the reference engine's order) when any record has one. Memory columns,
+steady state unless marked "1st" (the cold first step): "fwd", "bwd", "opt" (the
+optimizer update) and "peak" are step peaks (`peak_bytes`: above the resident bytes
+at the step's start, what the step needs); "retained" is what was resident at the
+step's start above the baseline taken before the first step (`retained_bytes`: what
+the framework keeps between steps); their sum is the footprint (`footprint_bytes`, not printed). "peak/bound" and "mem x ref" use the
 step peak. Times are medians of the repeats. "x ref" divides by the reference
 engine's figure for the same workload, size, dtype, device and optimizer, without
 remat and in its default order (same mode when the reference ran in it, else eager). A phase a cell did not measure
@@ -43,6 +44,7 @@ COLUMNS = (
     ("grad err", ">"),
 )
 VARIANT_COLUMN = ("variant", "<")
+VERSION_COLUMN = ("version", "<")
 MESSAGE_CHARS = 90
 NOISY = "~"  # after a time figure that is advisory only (record["time_noisy"])
 
@@ -87,10 +89,12 @@ def reference_for(record, records):
     return None
 
 
-def rows(records, with_variant=False):
+def rows(records, with_variant=False, with_version=False):
     out = []
     for record in records:
-        row = [record.get("workload", ""), record.get("framework", ""), record.get("mode", "")]
+        row = [record.get("workload", ""), record.get("framework", "")]
+        row += [record.get("framework_version") or record.get("version") or "-"] if with_version else []
+        row += [record.get("mode", "")]
         row += [cells.variant(record) or "-"] if with_variant else []
         row += [record.get("status", "")]
         if record.get("status") != "ok":
@@ -125,8 +129,10 @@ def rows(records, with_variant=False):
 def format_table(records):
     """The table as text (one line per record; failed cells show their reason)."""
     with_variant = any(cells.variant(r) for r in records)
-    columns = COLUMNS[:3] + (VARIANT_COLUMN,) + COLUMNS[3:] if with_variant else COLUMNS
-    body = rows(records, with_variant)
+    with_version = any(r.get("version") for r in records)
+    columns = COLUMNS[:2] + ((VERSION_COLUMN,) if with_version else ()) + COLUMNS[2:3]
+    columns += ((VARIANT_COLUMN,) if with_variant else ()) + COLUMNS[3:]
+    body = rows(records, with_variant, with_version)
     widths = [len(name) for name, _ in columns]
     for row, _ in body:
         for i, cell in enumerate(row):

@@ -2,8 +2,9 @@
 
 A *view* is everything about a cell except workload and framework (size, dtype,
 device, mode, optimizer): one grid per view. Inside a view a *column* is a framework,
-suffixed with its variant (remat, order) when that is not the default, so that two
-records never silently share a grid cell.
+suffixed with its pinned version ("jax==0.9.2": a series per version) and its variant
+(remat, order) when that is not the default, so that two records never silently share
+a grid cell.
 """
 
 from collections import OrderedDict
@@ -68,10 +69,18 @@ def view_title(key):
     return text if optimizer == "none" else f"{text} · optimizer {optimizer}"
 
 
-def column_key(record):
-    """The framework, plus the variant when it is not the default."""
+def column_key(record, versioned=False):
+    """The framework, plus the variant when it is not the default. A pinned version is
+    a series of its own ("jax==0.9.2"); with `versioned` (the page also holds pinned
+    versions of this framework) the installed one is labelled by its exact version too
+    ("jax==0.10.2 (installed)")."""
     label = str(record.get("framework"))
     variant = []
+    if record.get("version"):
+        label += f"=={record['version']}"
+    elif versioned and record.get("framework_version"):
+        label += f"=={record['framework_version']}"
+        variant.append("installed")
     if record.get("remat") not in (None, "none"):
         variant.append(f"remat={record['remat']}")
     if record.get("order") not in (None, "heap"):
@@ -99,7 +108,15 @@ def workload_rank(name):
 
 def column_rank(label):
     framework = label.split(" (", 1)[0]
-    return _rank(frameworks.NAMES, framework) + (label,)
+    name, _, version = framework.partition("==")
+    return _rank(frameworks.NAMES, name) + (_version_rank(version), label)
+
+
+def _version_rank(version):
+    """The installed framework first, then pinned versions oldest first."""
+    if not version:
+        return ()
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in version.replace("-", ".").split("."))
 
 
 def views(records):
@@ -109,9 +126,10 @@ def views(records):
     read in the order given, so the newest file should come last.
     """
     grouped = {}
+    pinned = {record.get("framework") for record in records if record.get("version")}
     for record in records:
         view = grouped.setdefault(view_key(record), {"cells": {}})
-        view["cells"][(record["workload"], column_key(record))] = record
+        view["cells"][(record["workload"], column_key(record, record.get("framework") in pinned))] = record
     ordered = OrderedDict()
     for key in sorted(grouped, key=view_rank):
         cells = grouped[key]["cells"]

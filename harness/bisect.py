@@ -1,0 +1,329 @@
+"""`python -m harness bisect`: the first release (or commit) of a framework that moved a figure.
+
+    python -m harness bisect --workload rnn_fanout --framework jax --good 0.8.3 --bad 0.10.2
+    python -m harness bisect --workload rnn_fanout --framework autograd \\
+        --repo ~/src/autograd --good v1.7.0 --bad master
+
+Stage 1 (releases, no --repo): the released versions between --good and --bad on the
+package index, each measured in its own cached environment (harness/versions/envs.py).
+Stage 2 (commits, --repo PATH): the first-parent commits between two revisions of a
+checkout, each installed into an environment of its own (pure-Python frameworks such as
+HIPS autograd straight from the commit; compiled ones through --build-hook CMD, which
+must turn a checkout of the commit into a wheel in $GRADMEM_WHEEL_DIR). Stage 1 prints
+the release tags (and, for torch, the commits its wheels were built from) to start
+stage 2 from.
+
+One memory pass per probe (memory is near-deterministic); --metric time adds the time
+pass. --metric is a phase of the step peak (forward, backward, step, total), footprint
+(retained + step peak, total), retained (what the framework keeps between steps) or
+time (median of the timed steps, total; default threshold 10 % instead of 5 %). The
+two candidates at the boundary are measured again to confirm. Every probe's figure is
+printed as it is made.
+
+Exit codes: 0 a first bad release/commit is named; 1 good and bad do not differ by
+more than the threshold (both figures are printed); 2 bad input (unknown version or
+revision, good == bad, a wrong name); 3 the bisection could not decide (good or bad
+could not be measured, or candidates that cannot be installed hide the step: the range
+left is printed). SIGTERM/SIGHUP/Ctrl-C kill the running worker or installer and exit
+128 + the signal.
+"""
+
+import shutil
+import sys
+import tempfile
+import time
+
+from harness import choices, frameworks, workloads
+from harness.frameworks.base import Unavailable
+from harness.measure import environment, interrupts
+from harness.measure.runner import run_worker
+from harness.versions import bisection, commits, envs, index, spec
+
+PHASE_METRICS = ("forward", "backward", "step", "total")
+METRICS = PHASE_METRICS + ("footprint", "retained", "time")
+MIB = 1024 * 1024
+
+
+def add_arguments(parser):
+    parser.add_argument("--workload", required=True, help=f"one of {', '.join(workloads.NAMES)}")
+    parser.add_argument("--framework", required=True, help="the framework to bisect (a name, no version)")
+    parser.add_argument("--good", required=True, help="a release (stage 1) or revision with --repo (stage 2) that is good")
+    parser.add_argument("--bad", required=True, help="a later release or revision that is bad")
+    parser.add_argument("--metric", default="backward", help=f"{'|'.join(METRICS)} (default backward)")
+    parser.add_argument(
+        "--threshold", type=float, default=None,
+        help="relative change that counts (default 0.05 for memory, 0.10 for time)",
+    )
+    parser.add_argument("--repo", default=None, help="a git checkout of the framework: bisect its commits (stage 2)")
+    parser.add_argument(
+        "--build-hook", default=None,
+        help="shell command turning a checkout of a commit (its cwd) into a wheel in $GRADMEM_WHEEL_DIR "
+        "(compiled frameworks in stage 2)",
+    )
+    parser.add_argument("--size", default="small", help="tiny|small|paper (default small)")
+    parser.add_argument("--dtype", default="float32", help="float32|float64 (default float32)")
+    parser.add_argument("--mode", default="eager", help="eager|compiled (default eager)")
+    parser.add_argument("--device", default="cpu", help="cpu|cuda (default cpu)")
+    parser.add_argument("--optimizer", default=None, help="sgd|adam: add the update (phase 'step')")
+    parser.add_argument("--torch-index", default=None, help="where torch releases may come from (see `run --help`)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker (default 600)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the workload's inputs (default 0)")
+
+
+def check_arguments(args):
+    """The adapter; ChoiceError for every bad name or value."""
+    choices.check_choice("workload", args.workload, workloads.NAMES)
+    name, version = spec.parse_item(args.framework, frameworks.NAMES)
+    if version is not None:
+        raise choices.ChoiceError(f"--framework {args.framework}: name the framework alone; versions go to --good/--bad")
+    choices.check_choice("size", args.size, choices.SIZES)
+    choices.check_choice("dtype", args.dtype, choices.DTYPES)
+    choices.check_choice("mode", args.mode, choices.MODES)
+    choices.check_choice("device", args.device, choices.DEVICES)
+    choices.check_choice("metric", args.metric, METRICS)
+    if args.optimizer is not None:
+        choices.check_choice("optimizer", args.optimizer, choices.OPTIMIZERS)
+    if args.metric == "step" and args.optimizer is None:
+        raise choices.ChoiceError("--metric step is the optimizer update's peak: give --optimizer sgd|adam")
+    if args.threshold is None:
+        args.threshold = 0.10 if args.metric == "time" else 0.05
+    if not 0 < args.threshold < 10:
+        raise choices.ChoiceError(f"--threshold {args.threshold}: a relative change, e.g. 0.05 for 5 %")
+    adapter = frameworks.get(name)
+    if adapter.package is None:
+        raise choices.ChoiceError(f"{name} has no releases or repository of its own to bisect (it is gradmem's engine)")
+    adapter.check_mode(args.mode)
+    return adapter
+
+
+def main(args):
+    adapter = check_arguments(args)
+    with interrupts.handling():
+        try:
+            return _run(adapter, args)
+        except KeyboardInterrupt as stop:
+            name = getattr(stop, "signal_name", "SIGINT")
+            _say(f"interrupted by {name}: the running worker or installer was killed, temporary files removed")
+            return getattr(stop, "exit_code", 130)
+
+
+def _run(adapter, args):
+    if args.repo:
+        stage = CommitStage(adapter, args)
+    else:
+        stage = ReleaseStage(adapter, args)
+    candidates = stage.candidates()  # ChoiceError: exit 2 (cli.py)
+    what = metric_label(args.metric)
+    print(
+        f"bisect {adapter.name} {stage.kind}: {len(candidates)} candidates from {stage.name(candidates[0])} to "
+        f"{stage.name(candidates[-1])}; {what} of {args.workload} {args.size} {args.dtype} {args.mode} {args.device}, "
+        f"threshold {args.threshold:.0%}",
+        flush=True,
+    )
+    workdir = None
+    started = time.monotonic()
+    try:
+        with interrupts.deferred():
+            workdir = tempfile.mkdtemp(prefix="gradmem-bisect-")
+        prober = Prober(adapter, args, workdir, stage)
+        result = bisection.bisect(candidates, prober.measure, args.threshold, report=lambda p: _print_probe(p, stage))
+    finally:
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return _conclude(result, stage, args, time.monotonic() - started)
+
+
+def metric_label(metric):
+    if metric in PHASE_METRICS:
+        return f"{metric} step peak" if metric != "total" else "step peak"
+    return {"footprint": "footprint (retained + step peak)", "retained": "retained", "time": "time (median)"}[metric]
+
+
+def _format(figure, metric):
+    if figure is None:
+        return "-"
+    return f"{figure:.4f} s" if metric == "time" else f"{figure / MIB:.2f} MiB"
+
+
+def _print_probe(probe, stage):
+    metric = stage.args.metric
+    tag = "again" if probe.again else (probe.verdict or "end")
+    text = f"  {stage.name(probe.candidate):<50} {_format(probe.figure, metric):>14}  {tag}"
+    if probe.figure is None:
+        text += f"  ({probe.message.strip().splitlines()[0][:160] if probe.message.strip() else 'failed'})"
+    print(text, flush=True)
+
+
+def _conclude(result, stage, args, wall_s):
+    metric = args.metric
+    good, bad = _format(result.good_figure, metric), _format(result.bad_figure, metric)
+    if result.kind == "end_failed":
+        _say(f"cannot bisect: {result.message}")
+        return 3
+    change = f"{result.change:+.1%}" if result.change is not None else "?"
+    if result.kind == "no_difference":
+        print(
+            f"no difference beyond {args.threshold:.0%}: good {stage.name(result.probes[0].candidate)} {good}, "
+            f"bad {stage.name(result.probes[1].candidate)} {bad} ({change})",
+            flush=True,
+        )
+        return 1
+    if result.kind == "range":
+        print(
+            f"the step ({change}) lies after {stage.name(result.last_good)} in one of these, which could not be "
+            f"measured: {', '.join(stage.name(c) for c in result.suspects)}",
+            flush=True,
+        )
+        return 3
+    print(
+        f"first bad {stage.singular}: {stage.name(result.first_bad, full=True)}\n"
+        f"last good {stage.singular}: {stage.name(result.last_good, full=True)}\n"
+        f"{metric_label(metric)}: good {good} -> bad {bad} ({change}); "
+        f"{len(result.probes)} measurements in {wall_s:.0f} s"
+        + ("" if result.confirmed else "\nwarning: the boundary's second measurement did not repeat the first verdicts"),
+        flush=True,
+    )
+    stage.next_step(result)
+    return 0
+
+
+class ReleaseStage:
+    kind, singular = "releases", "release"
+
+    def __init__(self, adapter, args):
+        self.adapter, self.args = adapter, args
+
+    def candidates(self):
+        good = spec.check_version(self.args.good, "--good")
+        bad = spec.check_version(self.args.bad, "--bad")
+        package = self.adapter.package
+        if index.parse(good) == index.parse(bad):
+            raise choices.ChoiceError(f"--good and --bad are the same version ({good}): nothing to bisect")
+        for option, version in (("--good", good), ("--bad", bad)):
+            if envs.cached(f"{self.adapter.name}-{version}") is None:
+                try:
+                    index.check_exists(package, version, what=f"{option} {self.adapter.name}")
+                except index.IndexError_ as err:
+                    raise choices.ChoiceError(str(err)) from None
+        if index.parse(good) > index.parse(bad):
+            raise choices.ChoiceError(f"--good {good} is newer than --bad {bad}: give the older release as --good")
+        return [good] + index.between(package, good, bad) + [bad]
+
+    def name(self, candidate, full=False):
+        return f"{self.adapter.name}=={candidate}"
+
+    def environment(self, candidate):
+        return envs.for_version(self.adapter, candidate, self.args.torch_index)
+
+    def next_step(self, result):
+        """Where stage 2 starts: the two releases' tags, and torch's build commits."""
+        name = self.adapter.name
+        a, b = result.last_good, result.first_bad
+        hint = (
+            f"stage 2: python -m harness bisect --workload {self.args.workload} --framework {name} "
+            f"--repo CHECKOUT --good <tag of {a}> --bad <tag of {b}> --metric {self.args.metric}"
+        )
+        if not self.adapter.installs_from_source:
+            hint += " --build-hook CMD"
+        commits_ = [(envs.cached(f"{name}-{v}") or envs.Env("", {})).versions.get("torch.git_version") for v in (a, b)]
+        if all(commits_):
+            hint += f"\n  {name} {a} and {b} wheels were built from {commits_[0][:12]} and {commits_[1][:12]}: " \
+                    f"git log --oneline {commits_[0][:12]}..{commits_[1][:12]}"
+        else:
+            hint += f"\n  commit range: git log --oneline v{a}..v{b} (or {name}-v{a}..{name}-v{b}) in a checkout"
+        print(hint, flush=True)
+
+
+class CommitStage:
+    kind, singular = "commits", "commit"
+
+    def __init__(self, adapter, args):
+        self.adapter, self.args = adapter, args
+        self.repo = args.repo
+        self._names = {}
+
+    def candidates(self):
+        commits.check_repo(self.repo)
+        good = commits.resolve(self.repo, self.args.good, "--good")
+        bad = commits.resolve(self.repo, self.args.bad, "--bad")
+        if self.args.build_hook is None and not self.adapter.installs_from_source:
+            raise choices.ChoiceError(
+                f"{self.adapter.name} is compiled: stage 2 installs each commit through --build-hook CMD (a command "
+                f"that turns a checkout of the commit into a wheel in $GRADMEM_WHEEL_DIR); frameworks that install "
+                f"from a commit as they are: "
+                + ", ".join(n for n in frameworks.NAMES if frameworks.get(n).installs_from_source)
+            )
+        return commits.between(self.repo, good, bad)
+
+    def name(self, candidate, full=False):
+        """"HASH12 subject" (cut to fit a probe's line unless `full`)."""
+        if candidate not in self._names:
+            self._names[candidate] = commits.short(self.repo, candidate)
+        return self._names[candidate] if full else self._names[candidate][:60]
+
+    def environment(self, candidate):
+        return commits.environment(self.adapter, self.repo, candidate, self.args.build_hook)
+
+    def next_step(self, result):
+        pass
+
+
+class Prober:
+    """One figure per candidate: its environment, then a memory pass (and a time pass
+    for --metric time) in a fresh worker of that environment's Python."""
+
+    def __init__(self, adapter, args, workdir, stage):
+        self.adapter, self.args, self.workdir, self.stage = adapter, args, workdir, stage
+        self.count = 0
+
+    def measure(self, candidate):
+        try:
+            env_ = self.stage.environment(candidate)
+        except Unavailable as err:
+            return None, f"unavailable: {err}"
+        args = self.args
+        cell = {
+            "workload": args.workload, "size": args.size, "dtype": args.dtype, "framework": self.adapter.name,
+            "mode": args.mode, "device": args.device, "optimizer": args.optimizer, "remat": "none", "order": None,
+        }
+        job = {
+            "cell": cell, "seed": args.seed, "optimizer": args.optimizer, "lr": 1e-3, "warmup": 1, "repeat": 5,
+            "memory_limit": None, "kind": "memory", "tracemalloc": False,  # no figure of --metric needs it
+            "reference_gradient_path": None,
+        }
+        outcome = self._pass(job, "memory", env_)
+        if not outcome.ok:
+            return None, f"memory pass {outcome.status}: {outcome.message}"
+        if args.metric == "time":
+            outcome = self._pass(dict(job, kind="time"), "time", env_)
+            if not outcome.ok:
+                return None, f"time pass {outcome.status}: {outcome.message}"
+        return figure(outcome.result, args.metric)
+
+    def _pass(self, job, kind, env_):
+        env, _ = environment.worker_environment(self.adapter, kind)
+        env = envs.worker_environment(env, self.workdir, env_.paths)
+        self.count += 1
+        return run_worker(job, env, self.workdir, f"{self.count:03d}-{kind}", self.args.timeout, python=env_.python)
+
+
+def figure(result, metric):
+    """(figure, "") of a worker's result, or (None, why)."""
+    if metric in PHASE_METRICS:
+        value = (result.get("peak_bytes") or {}).get(metric)
+    elif metric == "footprint":
+        value = (result.get("footprint_bytes") or {}).get("total")
+    elif metric == "retained":
+        value = result.get("retained_bytes")
+    else:
+        value = (result.get("time_s") or {}).get("total")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None, f"the pass measured no {metric_label(metric)} (keys: {', '.join(sorted(result))[:200]})"
+    return float(value), ""
+
+
+def _say(text):
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass

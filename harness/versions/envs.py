@@ -1,0 +1,287 @@
+"""One environment per (framework, version, Python): where a pinned version's workers run.
+
+    ~/.cache/gradmem/envs/jax-0.9.2-py3.11/       ($XDG_CACHE_HOME, or $GRADMEM_ENV_DIR)
+        bin/python ...                             a venv of the Python running gradmem
+        gradmem-env.json                           what was installed: exact versions
+
+Built on first use, by pip, never into the project's .venv or the user's own
+environment: ``python -m venv`` of the running interpreter, then one
+``pip install PACKAGE==VERSION dep==X ...`` where the deps are gradmem's own runtime
+requirements (NumPy) pinned to the versions the running environment has, so between two
+versions of a framework only the framework (and what it alone needs) changes; then
+gradmem itself with ``--no-deps`` (nothing re-resolved). A version whose requirements
+conflict with those pins fails like any install: the cell is `unavailable` with pip's
+last lines. The environment is built in a scratch directory beside its final place and
+renamed there only when complete, under a lock (two sweeps build it once); a stop signal
+kills pip and removes the scratch directory.
+
+Workers in such an environment run the *running* gradmem's code (the ``harness``
+package put first on PYTHONPATH through a directory holding only a link to it:
+`code_path`), so a record's git commit says what measured it, whatever copy of gradmem
+the cached environment was built with.
+
+PyTorch is never installed without being asked (``--torch-index``): from PyPI a torch
+release is a CUDA build of several GB; the PyTorch CPU index serves ~200 MB CPU builds
+(docs/versions.md).
+"""
+
+import atexit
+import fcntl
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from harness.frameworks.base import Unavailable
+from harness.versions import install
+
+MANIFEST = "gradmem-env.json"
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PIP_TIMEOUT_S = 1800
+#: made once per process: the code directory per workdir (code_path) and "wheel" (gradmem_wheel)
+_made = {}
+
+
+def cache_root():
+    given = os.environ.get("GRADMEM_ENV_DIR")
+    if given:
+        return os.path.abspath(given)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gradmem", "envs")
+
+
+def python_tag():
+    return f"py{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@dataclass
+class Env:
+    path: str
+    manifest: dict
+
+    @property
+    def python(self):
+        """The interpreter (a layer's is its base environment's)."""
+        return self.manifest.get("python_path") or os.path.join(self.path, "bin", "python")
+
+    @property
+    def paths(self):
+        """Directories first on PYTHONPATH (a layer's install), after gradmem's code."""
+        return [os.path.join(self.path, "site")] if self.manifest.get("layer_of") else []
+
+    @property
+    def versions(self):
+        return dict(self.manifest.get("versions", {}))
+
+
+def env_path(name):
+    return os.path.join(cache_root(), f"{name}-{python_tag()}")
+
+
+def cached(name):
+    """The complete environment called `name` (e.g. "jax-0.9.2"), or None."""
+    path = env_path(name)
+    try:
+        with open(os.path.join(path, MANIFEST), encoding="utf-8") as handle:
+            return Env(path, json.load(handle))
+    except (OSError, ValueError):
+        return None
+
+
+def for_version(adapter, version, torch_index=None):
+    """The environment of `adapter`'s framework at `version`, built if needed; raises
+    Unavailable (with the installer's last lines) when it cannot be installed."""
+    package = adapter.package
+    name = f"{adapter.name}-{version}"
+    found = cached(name)
+    if found is not None:
+        return found
+    options = []
+    if adapter.name == "torch":
+        if not torch_index:
+            raise Unavailable(
+                f"torch=={version} is not installed without being asked: from PyPI a torch release is a CUDA "
+                f"build of several GB; pass --torch-index https://download.pytorch.org/whl/cpu for its CPU build "
+                f"(~200 MB) or --torch-index pypi to accept the CUDA download (docs/versions.md)"
+            )
+        if torch_index != "pypi":
+            options = ["--index-url", torch_index, "--extra-index-url", "https://pypi.org/simple"]
+    requirements = [f"{package}=={version}"] + runtime_pins(exclude=(package,), also=adapter.adapter_requires)
+    dists = adapter.distributions + (package,) + tuple(adapter.adapter_requires)
+    return build(name, requirements, pip_options=options, dists=dists)
+
+
+def runtime_pins(exclude=(), also=()):
+    """gradmem's own runtime requirements, and `also` (an adapter's), pinned to the
+    versions installed here."""
+    pins = []
+    try:
+        requires = importlib.metadata.requires("gradmem") or []
+    except importlib.metadata.PackageNotFoundError:
+        requires = ["numpy"]
+    requires = list(requires) + list(also)
+    for requirement in requires:
+        if "extra ==" in requirement:
+            continue
+        dist = re.split(r"[<>=!~;\[ (]", requirement, maxsplit=1)[0].strip()
+        if not dist or dist in exclude:
+            continue
+        try:
+            pins.append(f"{dist}=={importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            pins.append(dist)
+    return pins
+
+
+def build(name, requirements, pip_options=(), dists=(), extra_steps=()):
+    """Build (or find, under the lock) the environment `name` with `requirements`.
+
+    `extra_steps`: functions (python, log_path) -> None run after the install (e.g. a
+    commit's own package); they raise Unavailable to fail the build."""
+
+    def fill(scratch, log):
+        python = os.path.join(scratch, "bin", "python")
+        _step([sys.executable, "-m", "venv", scratch], log, "python -m venv")
+        pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+        _step(pip + list(pip_options) + list(requirements), log, f"pip install {' '.join(requirements)}")
+        _step(pip + ["--no-deps", gradmem_wheel(log)], log, "pip install --no-deps gradmem")
+        for extra in extra_steps:
+            extra(python, log)
+        return {
+            "name": name,
+            "requirements": list(requirements),
+            "pip_options": list(pip_options),
+            "python": _run_python(python, "import sys; print(sys.version.split()[0])").strip(),
+            "versions": installed_versions(python, tuple(dists) + ("numpy", "gradmem")),
+        }
+
+    return _made_once(name, fill)
+
+
+def layer(name, base, install_into, dists):
+    """An environment `name` made of `base`'s interpreter and a directory of its own
+    (``site``, first on PYTHONPATH) that `install_into(python, site, log)` fills (``pip
+    install --target``): one commit's install on top of shared requirements."""
+
+    def fill(scratch, log):
+        site = os.path.join(scratch, "site")
+        install_into(base.python, site, log)
+        versions = {**base.versions, **installed_versions(base.python, tuple(dists), site)}
+        return dict(base.manifest, name=name, layer_of=base.path, python_path=base.python, versions=versions)
+
+    return _made_once(name, fill)
+
+
+def _made_once(name, fill):
+    """The cached environment `name`, or the one `fill(scratch, log) -> manifest` makes
+    in a scratch directory, renamed into place only when complete; under a lock, so two
+    processes build it once. A failure or a stop signal removes the scratch directory."""
+    path = env_path(name)
+    os.makedirs(cache_root(), exist_ok=True)
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = cached(name)
+        if found is not None:
+            return found
+        scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.partial-", dir=cache_root())
+        try:
+            manifest = fill(scratch, os.path.join(scratch, "install.log"))
+            with open(os.path.join(scratch, MANIFEST), "w", encoding="utf-8") as handle:
+                json.dump(manifest, handle, indent=1)
+            shutil.rmtree(path, ignore_errors=True)  # a damaged one without a manifest
+            os.rename(scratch, path)
+            scratch = None
+            return Env(path, manifest)
+        finally:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _step(command, log, what):
+    code, last = install.run(command, log, timeout_s=PIP_TIMEOUT_S)
+    if code != 0:
+        raise Unavailable(f"{what} failed (exit {code}); the installer's last lines:\n{last}")
+
+
+def gradmem_wheel(log):
+    """A wheel of the running gradmem, built once per process, or its installed
+    distribution's name when it is not a source checkout."""
+    if "wheel" not in _made:
+        if not os.path.exists(os.path.join(PROJECT_ROOT, "pyproject.toml")):
+            return "gradmem==" + importlib.metadata.version("gradmem")
+        directory = tempfile.mkdtemp(prefix="gradmem-wheel-")
+        atexit.register(shutil.rmtree, directory, True)
+        _made["wheel"] = build_gradmem_wheel(directory, log)
+    return _made["wheel"]
+
+
+def build_gradmem_wheel(directory, log):
+    """Build a wheel of this checkout into `directory` (offline: this environment's
+    own setuptools, no build isolation; else pip fetches the build backend); its path."""
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", directory,
+               PROJECT_ROOT]
+    code, last = install.run(command, log)
+    if code != 0:
+        code, last = install.run([c for c in command if c != "--no-build-isolation"], log)
+    if code != 0:
+        raise Unavailable(f"could not build a wheel of gradmem from {PROJECT_ROOT}:\n{last}")
+    return max(
+        (os.path.join(directory, f) for f in os.listdir(directory) if f.startswith("gradmem-") and f.endswith(".whl")),
+        key=os.path.getmtime,
+    )
+
+
+def installed_versions(python, dists, first=None):
+    """{distribution: version} installed in the environment of `python` (with the
+    directory `first` ahead of its site-packages)."""
+    script = (
+        "import importlib.metadata as m, json, sys\n"
+        "found = {}\n"
+        "for d in sys.argv[1:]:\n"
+        "    try: found[d] = m.version(d)\n"
+        "    except m.PackageNotFoundError: pass\n"
+        "try:\n"  # torch wheels carry the commit they were built from
+        "    text = m.distribution('torch').locate_file('torch/version.py').read_text()\n"
+        "    found['torch.git_version'] = text.split(\"git_version = '\", 1)[1].split(\"'\")[0]\n"
+        "except Exception: pass\n"
+        "print(json.dumps(found))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=first) if first else None
+    return json.loads(_run_python(python, script, *sorted(set(dists)), env=env))
+
+
+def _run_python(python, script, *args, env=None):
+    import subprocess
+
+    done = subprocess.run([python, "-c", script, *args], capture_output=True, text=True, check=True, timeout=120, env=env)
+    return done.stdout
+
+
+def code_path(workdir):
+    """A directory holding only a link to the running `harness` package: first on a
+    worker's PYTHONPATH, it makes the worker run this code in another environment."""
+    found = _made.get(workdir)
+    if found and os.path.isdir(found):
+        return found
+    directory = os.path.join(workdir, "gradmem-code")
+    os.makedirs(directory, exist_ok=True)
+    harness_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    link = os.path.join(directory, "harness")
+    if not os.path.lexists(link):
+        os.symlink(harness_dir, link)
+    _made[workdir] = directory
+    return directory
+
+
+def worker_environment(env, workdir, extra_paths=()):
+    """`env` (a worker's environment dict) changed to run this gradmem's code in another
+    interpreter: PYTHONPATH = the code link, then `extra_paths` (a commit's install)."""
+    paths = [code_path(workdir), *extra_paths]
+    env = dict(env)
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env.pop("PYTHONHOME", None)
+    return env
