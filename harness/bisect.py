@@ -148,7 +148,7 @@ def _format(figure, metric):
 def _print_probe(probe, stage):
     metric = stage.args.metric
     tag = "again" if probe.again else (probe.verdict or "end")
-    text = f"  {stage.name(probe.candidate):<50} {_format(probe.figure, metric):>14}  {tag}"
+    text = f"  {stage.name(probe.candidate):<60} {_format(probe.figure, metric):>14}  {tag}"
     if probe.figure is None:
         text += f"  ({probe.message.strip().splitlines()[0][:160] if probe.message.strip() else 'failed'})"
     print(text, flush=True)
