@@ -8,9 +8,9 @@ steady state unless marked "1st" (the cold first step): "fwd", "bwd", "opt" (the
 optimizer update) and "peak" are step peaks (`peak_bytes`: above the resident bytes
 at the step's start, what the step needs); "retained" is what was resident at the
 step's start above the baseline taken before the first step (`retained_bytes`: what
-the framework keeps between steps); their sum is the footprint (`footprint_bytes`, not printed). "peak/bound" and "mem x ref" use the
-step peak. Times are medians of the repeats. "x ref" divides by the reference
-engine's figure for the same workload, size, dtype, device and optimizer, without
+the framework keeps between steps); their sum is the footprint (`footprint_bytes`,
+not printed). "peak/bound" and "mem x ref" use the step peak. Times are medians of
+the repeats. "x ref" divides by the reference engine's figure for the same workload, size, dtype, device and optimizer, without
 remat and in its default order (same mode when the reference ran in it, else eager). A phase a cell did not measure
 shows "-"; a cell that did not run shows its status and why.
 
