@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from harness import choices, frameworks, results, workloads
+from harness import choices, results, workloads
 from harness.frameworks import threads
 from harness.measure import cells, interrupts, resume, schedule, table
 from harness.measure.cell import CellRunner, Options
