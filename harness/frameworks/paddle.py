@@ -39,8 +39,9 @@ allocator (``auto_growth``) hands freed blocks back (4096^2 float32 tensors: RSS
 within 6 MiB of the start), so RSS sees its peaks. No allocator setting is changed.
 
 Breakdown (harness/measure/breakdown.py): eager, the saved activations are what
-``paddle.autograd.saved_tensors_hooks`` sees the tape save (as torch's hooks); compiled,
-the static program keeps them inside itself (the hooks see none), so the breakdown
+``paddle.autograd.saved_tensors_hooks`` sees the tape save (as torch's hooks); compiled
+(the static program keeps them inside itself: the hooks see none) and with the
+``native:hooks`` recompute (itself the one pair of hooks Paddle allows), the breakdown
 takes the resident bytes at the end of forward and says so.
 
 Threads: ``paddle.base.core.set_num_threads`` (the CPU math library's pool) from
@@ -85,6 +86,7 @@ class PaddleAdapter(Adapter):
     def __init__(self):
         self.device = "cpu"
         self.mode = "eager"
+        self.remat = "none"
         self._settings = {}
 
     # ---- in the worker -------------------------------------------------------------
@@ -102,7 +104,7 @@ class PaddleAdapter(Adapter):
             paddle.set_device(_cuda_place_or_raise(paddle))
         else:
             paddle.set_device("cpu")
-        self.device, self.mode = device, mode
+        self.device, self.mode, self.remat = device, mode, remat
         count = threads.thread_count()
         paddle.base.core.set_num_threads(count)
         self._settings = {
@@ -195,19 +197,26 @@ class PaddleAdapter(Adapter):
     # ---- the breakdown's hooks (harness/measure/breakdown.py) ------------------------
     @property
     def saved_activations_from_rss(self):
-        """Compiled: the static program keeps its forward's intermediates inside its own
-        scope, and the saved-tensor hooks see none of them (0 tensors on chained_dot),
-        so the breakdown takes the resident bytes at the end of forward, and says so."""
-        return self.mode == "compiled"
+        """Where the hooks cannot list what is saved, the breakdown takes the resident
+        bytes at the end of forward, and says so. Compiled: the static program keeps its
+        forward's intermediates inside itself (the hooks see none on chained_dot).
+        native:hooks: that recompute *is* a pair of saved-tensor hooks, and Paddle
+        allows one pair at a time ("only one pair of hooks is allowed at a time")."""
+        return self.mode == "compiled" or self.remat == "native:hooks"
 
     def saving(self):
         """paddle.autograd.saved_tensors_hooks around the eager forward, as for torch: the
         pack hook sees every tensor the tape saves for the backward and keeps a weak
         reference (the tensor itself stays what is saved)."""
+        import contextlib
+
         import paddle
 
         from harness.frameworks.base import SavedTensorRefs
 
+        if self.saved_activations_from_rss:
+            self._saved = None
+            return contextlib.nullcontext()
         self._saved = SavedTensorRefs()
         return paddle.autograd.saved_tensors_hooks(self._saved.pack, self._saved.unpack)
 
