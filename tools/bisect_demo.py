@@ -7,9 +7,10 @@
 1. Clone the project's HEAD (committed state) into a throwaway repository.
 2. Add commits on top: two no-ops, the *planted regression*, two more no-ops. The plant
    turns off in-place gradient accumulation in the reference engine
-   (harness/engine/backward.py): every fan-in contribution then allocates a fresh sum
-   while the previous one is still alive, one extra gradient-sized buffer at the peak
-   of the backward pass (HIPS autograd #219, the commit the engine's notes cite).
+   (harness/engine/backward.py): a VJP no longer adds into the running gradient
+   (`add_to`), and every fan-in contribution allocates a fresh sum while the previous
+   one is still alive: two extra gradient-sized buffers at W's accumulation (HIPS
+   autograd #219, the commit the engine's notes cite).
 3. Run `asv find` over the five commits with a virtualenv asv builds at each commit:
    NumPy only (the reference engine needs nothing else), our package rebuilt per
    commit, only the reference engine's rnn_fanout cell at `small` size swept (W is
@@ -49,6 +50,14 @@ PLANT_OLD = """    if acc_owned:
 """
 PLANT_NEW = """    # PLANTED REGRESSION (tools/bisect_demo.py): in-place accumulation turned off.
 """
+# A VJP that can add its cotangent straight into the parent's running gradient does so
+# (`add_to`, since #16): without this second plant the lines above are never reached
+# for W, and the plant changes nothing (measured: 2.9 MiB step peak either way).
+PLANT_ADD_TO_OLD = """        acc = _accumulator(grads, parent, vjp)
+"""
+PLANT_ADD_TO_NEW = """        acc = None  # PLANTED REGRESSION (tools/bisect_demo.py): no add-into
+"""
+PLANTS = {"PLANT_OLD": (PLANT_OLD, PLANT_NEW), "PLANT_ADD_TO_OLD": (PLANT_ADD_TO_OLD, PLANT_ADD_TO_NEW)}
 SWEEP_ENV = {
     "GRADMEM_ASV_SIZE": "small",
     "GRADMEM_ASV_FRAMEWORKS": "reference",
@@ -87,11 +96,13 @@ def plant(repo):
     path = os.path.join(repo, ENGINE_FILE)
     with open(path, encoding="utf-8") as handle:
         source = handle.read()
-    if source.count(PLANT_OLD) != 1:
-        raise PlantError(f"{ENGINE_FILE}: the in-place accumulation lines of PLANT_OLD are not there "
-                         "exactly once; the engine changed, update PLANT_OLD in tools/bisect_demo.py")
+    for name, (old, new) in PLANTS.items():
+        if source.count(old) != 1:
+            raise PlantError(f"{ENGINE_FILE}: the in-place accumulation lines of {name} are not there "
+                             f"exactly once; the engine changed, update {name} in tools/bisect_demo.py")
+        source = source.replace(old, new)
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write(source.replace(PLANT_OLD, PLANT_NEW))
+        handle.write(source)
 
 
 def build_history(work):

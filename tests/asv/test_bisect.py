@@ -29,12 +29,15 @@ def test_asv_find_names_the_planted_commit_and_the_gate_fails_it(tmp_path):
     planted = re.search(r"^  ([0-9a-f]{8})  PLANTED$", done.stdout, re.M).group(1)
     assert f"asv find named {planted}; planted {planted}: MATCH" in done.stdout
     fires, quiet = done.stdout.split("gate, planted vs its parent")[1].split("gate, no-op 2 vs no-op 1")
-    # The plant keeps one extra gradient-sized buffer (W, 512x512 float32 = 1 MiB) alive
-    # at the backward peak: far above the gate's 2 % and 512 KiB floor. Each figure is
-    # an RSS peak with ~0.23 MiB process-to-process spread (docs/asv.md), hence +-0.3 MiB.
+    # The plant holds two extra gradient-sized buffers (W, 512x512 float32 = 1 MiB each:
+    # W's fresh cotangent and the fresh sum) at W's accumulation, where in-place adding
+    # holds none: at most +2 MiB on the step peak, and at least +1 MiB since the old peak
+    # (2.9 MiB) is not 1 MiB above the live set there (measured +1.6-1.7 MiB). Far above
+    # the gate's 2 % and 512 KiB floor. Each figure is an RSS peak with ~0.23 MiB
+    # process-to-process spread (docs/asv.md), hence the +0.3 MiB margin on top.
     growth = re.search(r"WORSE +[\d.]+x +([\d.]+) MiB -> +([\d.]+) MiB .*rnn_fanout, framework=reference", fires)
     assert growth, fires
-    assert 0.7 <= float(growth.group(2)) - float(growth.group(1)) <= 1.3
+    assert 1.0 <= float(growth.group(2)) - float(growth.group(1)) <= 2.3
     assert "1 of 1 figures worsened" in fires
     assert "0 of 1 figures worsened" in quiet
 
