@@ -47,17 +47,24 @@ def mean(x, axis=None):
     return anp.sum(x, axis=axis) / n
 
 
+# A parameter used in a loop is read from the dict once, as the harness's ops.chain
+# does: each `p["x"]` on autograd's boxed dict is a node of its own, whose gradient
+# waits for the end of the backward pass, so indexing inside the loop keeps all L
+# contributions of x's gradient alive together (measured: 95.5 MiB backward peak on
+# chained_dot small against 51.6 with x read once: 50 gradient-sized arrays).
+
+
 def chained_dot(p, i, c):
-    z = i["z"]
+    x, z = p["x"], i["z"]
     for _ in range(c["L"]):
-        z = anp.matmul(p["x"], z)
+        z = anp.matmul(x, z)
     return anp.sum(z)
 
 
 def rnn_fanout(p, i, c):
-    h = i["x"]
+    W, b, h = p["W"], p["b"], i["x"]
     for _ in range(c["n"]):
-        h = anp.tanh(anp.matmul(h, p["W"]) + p["b"])
+        h = anp.tanh(anp.matmul(h, W) + b)
     logit = anp.matmul(h, p["Wout"]) + p["bout"]
     return anp.sum(logit + anp.log(anp.exp(-logit) + 1.0) - i["label"] * logit)
 
