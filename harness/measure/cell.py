@@ -87,9 +87,10 @@ def reference_key(cell):
 
 
 class CellRunner:
-    def __init__(self, workdir, options):
+    def __init__(self, workdir, options, gpus=None):
         self.workdir = workdir
         self.options = options
+        self.gpus = gpus  # (present, where) of a cluster's nodes (None: this machine decides)
         self.reference = {}  # reference_key -> (npz path or None, note)
         self.count = 0
 
@@ -131,7 +132,7 @@ class CellRunner:
         `memory_only`: the cell's record is its memory pass alone (memory_record)."""
         adapter, reason = cells.adapter_or_reason(cell["framework"])
         prov = self._provenance(cell, adapter)
-        reason = reason or cells.unavailable_reason(cell, adapter)
+        reason = reason or cells.unavailable_reason(cell, adapter, self.gpus)
         if reason:
             return results.new_record(cell, "unavailable", reason, prov)
         try:
@@ -183,6 +184,7 @@ class CellRunner:
         """None when the time pass may follow, else the cell's (failed) record."""
         state.memory = outcome
         state.prov["worker_wall_s"] = {"memory": round(outcome.wall_s, 3)}
+        _note_node(state.prov, outcome, "memory")
         if not outcome.ok:
             return results.new_record(state.cell, outcome.status, f"memory pass: {outcome.message}", state.prov)
         return None
@@ -197,12 +199,13 @@ class CellRunner:
         name = self._name(f"time-{self._tag(state.cell)}")
         return Task(
             dict(state.job, kind="time"), env, name, self.options.timeout_s, gated=True, tag=("time", state),
-            python=state.python,
+            python=state.python, prefer_node=state.memory.node if state.memory is not None else None,
         )
 
     def time_done(self, state, outcome):
         """The cell's record."""
         state.prov["worker_wall_s"]["time"] = round(outcome.wall_s, 3)
+        _note_node(state.prov, outcome, "time")
         if not outcome.ok:
             return results.new_record(state.cell, outcome.status, f"time pass: {outcome.message}", state.prov)
         return self._record(state.cell, state.prov, state.memory, outcome)
@@ -289,3 +292,19 @@ class CellRunner:
                 "baseline RSS (after gc + malloc_trim, before the first step); footprint = retained + step peak"
             ),
         }
+
+
+def _note_node(prov, outcome, kind):
+    """A cluster executor names the node each pass ran on: the record's `machine` is
+    that node's, `node` says which node (host, Ray node id, its gradmem commit). A time
+    pass that ran on another node than the memory pass (its node was lost) adds
+    `time_node` and `time_machine`: the times are that machine's."""
+    node = getattr(outcome, "node", None)
+    if not node:
+        return
+    node = dict(node)
+    machine = node.pop("machine", None)
+    if kind == "memory" or "node" not in prov:
+        prov["node"], prov["machine"] = node, machine
+    elif node.get("ray_node_id") != prov["node"].get("ray_node_id") or node.get("rerun_after"):
+        prov["time_node"], prov["time_machine"] = node, machine

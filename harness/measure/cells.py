@@ -76,8 +76,9 @@ def adapter_or_reason(name):
         return None, f"the {name} adapter cannot be imported: {err}"
 
 
-def unavailable_reason(cell, adapter):
-    """Why `cell` cannot run here, decided without importing its framework; "" if it may."""
+def unavailable_reason(cell, adapter, gpus=None):
+    """Why `cell` cannot run here, decided without importing its framework; "" if it may.
+    `gpus`: (present, where) of a cluster executor's nodes (None: this machine's)."""
     ok, reason = (True, "") if cell.get("version") else adapter.available()  # a pinned one: its own env
     if not ok:
         return reason
@@ -89,8 +90,10 @@ def unavailable_reason(cell, adapter):
     offered = getattr(adapter, "remats", ("none",))
     if not remat_offers(offered, strategy):
         return f"{adapter.name} offers no remat {strategy!r} (its remats: {', '.join(offered)})"
-    if cell["device"] == "cuda" and not nvidia_device_present():
-        return "no NVIDIA GPU on this machine (no /dev/nvidia* device nodes): cuda cells cannot run here"
+    if cell["device"] == "cuda":
+        present, where = gpus or (nvidia_device_present(), "on this machine (no /dev/nvidia* device nodes)")
+        if not present:
+            return f"no NVIDIA GPU {where}: cuda cells cannot run here"
     return ""
 
 

@@ -24,7 +24,8 @@ gated pass may go ahead while the machine drains for another gated pass's releas
 leader, so compilers it started die with it) and drops what has not started; a signal
 handler may call it (it is idempotent and does not wait). `LocalExecutor` runs workers
 as child processes of this one; another executor (e.g. one on a cluster) implements
-`submit`, `outcomes` and `cancel_all`.
+`submit`, `outcomes` and `cancel_all`: RayExecutor (ray_executor.py) runs them as Ray
+tasks on a cluster's nodes.
 """
 
 import itertools
@@ -49,6 +50,8 @@ class Task:
     gated: bool = False  # set up beside others, then measured alone (time passes)
     tag: object = None  # the caller's own reference (cell index, pass kind, ...)
     python: str = None  # the worker's interpreter: a pinned version's environment (None: this one)
+    prefer_node: dict = None  # a cluster executor's hint: run where this node is (the local one ignores it)
+    node: dict = None  # a cluster executor: the node it runs on, once started
     id: int = field(default_factory=itertools.count().__next__)
     started: float = None  # time.monotonic() when its worker started, and ended
     ended: float = None

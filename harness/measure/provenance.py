@@ -31,6 +31,7 @@ def git_commit():
 @functools.lru_cache(maxsize=1)
 def machine():
     info = {
+        "hostname": platform.node(),
         "platform": platform.platform(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),

@@ -36,6 +36,7 @@ class Outcome:
     marks: list = field(default_factory=list)
     sampler: object = None
     wall_s: float = 0.0
+    node: dict = None  # a cluster executor's: the node the pass ran on (ray_executor.py)
 
     @property
     def ok(self):

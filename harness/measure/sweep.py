@@ -21,6 +21,11 @@ stops it with exit 1, naming the file; the records before are intact. The table 
 this sweep's cells (with --resume, of every cell in the file) is printed at the end.
 Every fault and what happens: docs/faults.md.
 
+Executor: `--executor local` (default) runs the workers on this machine;
+`--executor ray [--address ADDR]` runs each pass as a Ray task on a cluster's nodes,
+each in the same fresh worker process, records appended here as they arrive
+(harness/measure/ray_executor.py, docs/ray.md); its default schedule is parallel.
+
 Schedule (harness/measure/schedule.py): `serial` (default) runs one pass at a time,
 cell after cell. `--schedule parallel` runs reference gradients and memory passes
 --jobs at a time (default: one per CPU); each time pass sets up beside them and
@@ -43,6 +48,7 @@ from harness.measure.executor import LocalExecutor
 from harness.measure.timing import Policy
 from harness.versions import plan as versions
 
+EXECUTORS = ("local", "ray")
 UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
@@ -87,8 +93,19 @@ def add_arguments(parser):
         help="threads of every framework (BLAS, OpenMP, XLA, TF pools; default $GRADMEM_THREADS, else 2)",
     )
     parser.add_argument(
-        "--schedule", default="serial",
-        help="serial (one pass at a time; default) | parallel (memory passes --jobs at a time, time passes alone)",
+        "--schedule", default=None,
+        help="serial (one pass at a time; default with --executor local) | parallel (memory passes --jobs at a "
+        "time, time passes alone; default with --executor ray)",
+    )
+    parser.add_argument(
+        "--executor", default="local",
+        help="local (default: workers on this machine) | ray (each pass a Ray task on a cluster's nodes; "
+        "needs gradmem[ray]: docs/ray.md)",
+    )
+    parser.add_argument(
+        "--address", default=None,
+        help="with --executor ray: the cluster (ray start's address, e.g. 10.0.0.5:6379, or 'auto'); "
+        "default: a one-node cluster started on this machine for the sweep",
     )
     parser.add_argument(
         "--jobs", type=int, default=None,
@@ -139,7 +156,12 @@ def plan(args):
         raise choices.ChoiceError("--threads must be >= 1")
     if args.jobs is not None and args.jobs < 1:
         raise choices.ChoiceError("--jobs must be >= 1")
+    choices.check_choice("executor", args.executor, EXECUTORS)
+    if args.schedule is None:
+        args.schedule = "parallel" if args.executor == "ray" else "serial"
     choices.check_choice("schedule", args.schedule, schedule.SCHEDULES)
+    if args.address is not None and args.executor != "ray":
+        raise choices.ChoiceError("--address is the Ray cluster's: it needs --executor ray")
     from harness.engine.backward import ORDERS  # NumPy only
     from harness.frameworks.remat import parse_remat
 
@@ -194,7 +216,8 @@ class Progress:
         cell = task.job.get("cell")
         if cell:
             kind = task.job.get("kind", "").replace("_", " ")
-            self.show(cell, f"{kind} pass started" if kind in ("memory", "time") else kind)
+            where = f" on {task.node['hostname']}" if task.node else ""  # a cluster's node
+            self.show(cell, (f"{kind} pass started" if kind in ("memory", "time") else kind) + where)
 
     def done(self):
         if not self.quiet and self.tty:
@@ -255,9 +278,9 @@ def _run(todo, args):
     try:
         with interrupts.deferred():  # no signal between making the directory and owning it
             workdir = writing = tempfile.mkdtemp(prefix="gradmem-sweep-")
-        runner = CellRunner(workdir, options)
         log = schedule.PassLog(args.schedule_log, started) if args.schedule_log else None
-        executor = LocalExecutor(workdir, slots=jobs, on_start=pass_started, on_end=log)
+        executor = _executor(args, workdir, jobs, pass_started, log)
+        runner = CellRunner(workdir, options, gpus=executor.gpus() if args.executor == "ray" else None)
         schedule.run(todo, runner, executor, emit, args.schedule)
     except KeyboardInterrupt as err:  # interrupts.Interrupted, or Ctrl-C where not handled
         stop = err
@@ -270,6 +293,8 @@ def _run(todo, args):
     finally:
         if executor is not None:
             executor.cancel_all()  # no worker outlives the sweep (nothing runs after a normal end)
+            if hasattr(executor, "close"):
+                executor.close()  # a Ray connection (and the cluster it started)
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     progress.done()
@@ -288,10 +313,24 @@ def _run(todo, args):
         _print_table(_in_order(finished), args)
     _say(
         f"{len(finished)} record(s) appended to {args.out} in {time.monotonic() - started:.0f} s "
-        f"({args.schedule} schedule, {jobs} job(s))",
+        f"({args.schedule} schedule, {_where(args, jobs)})",
         args.quiet,
     )
     return 0
+
+
+def _executor(args, workdir, jobs, on_start, on_end):
+    if args.executor == "ray":
+        from harness.measure.ray_executor import RayExecutor  # ClusterError (exit 2) without Ray
+
+        return RayExecutor(workdir, args.address, on_start=on_start, on_end=on_end)
+    return LocalExecutor(workdir, slots=jobs, on_start=on_start, on_end=on_end)
+
+
+def _where(args, jobs):
+    if args.executor == "ray":
+        return f"Ray cluster at {args.address}" if args.address else "Ray cluster started here"
+    return f"{jobs} job(s)"
 
 
 def _settings(options):
