@@ -43,6 +43,21 @@ def machine():
     return info
 
 
+def timed_on(record):
+    """The host whose machine took `record`'s times (a cluster's record names its node;
+    None for records from before machines named their host). Times from two machines
+    are never compared: the table's and the page's comparisons stay within one."""
+    provenance = record.get("provenance") if isinstance(record.get("provenance"), dict) else {}
+    machine = provenance.get("time_machine") or provenance.get("machine")
+    return machine.get("hostname") if isinstance(machine, dict) else None
+
+
+def same_host(record, other):
+    """False only when both records name their hosts and the hosts differ."""
+    mine, theirs = timed_on(record), timed_on(other)
+    return mine is None or theirs is None or mine == theirs
+
+
 def python():
     return sys.version.split()[0]
 

@@ -125,6 +125,7 @@ class PassLog:
             "started_s": round(task.started - self.origin, 4),
             "ended_s": round(task.ended - self.origin, 4),
             "status": outcome.status,
+            "worker_s": round(outcome.wall_s, 4),  # the worker process's own wall time (the rest: overhead)
             "marks": [[round(t - task.started, 4), name] for t, name in outcome.marks],
         }
         self.handle.write(json.dumps(line) + "\n")

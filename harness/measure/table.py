@@ -11,7 +11,8 @@ step's start above the baseline taken before the first step (`retained_bytes`: w
 the framework keeps between steps); their sum is the footprint (`footprint_bytes`,
 not printed). "peak/bound" and "mem x ref" use the step peak. Times are medians of
 the repeats. "x ref" divides by the reference engine's figure for the same workload, size, dtype, device and optimizer, without
-remat and in its default order (same mode when the reference ran in it, else eager). A phase a cell did not measure
+remat and in its default order (same mode when the reference ran in it, else eager),
+timed on the same host (a Ray sweep's cells ran on several). A phase a cell did not measure
 shows "-"; a cell that did not run shows its status and why.
 
 A time marked noisy (harness/measure/timing.py: other processes took a CPU, or the
@@ -20,7 +21,7 @@ line under the table says why for each: such a figure is advisory, not a measure
 to compare.
 """
 
-from harness.measure import cells
+from harness.measure import cells, provenance
 
 MIB = 1024 * 1024
 COLUMNS = (
@@ -80,6 +81,7 @@ def reference_for(record, records):
             and other.get("mode") == mode
             and (other.get("remat") or "none") == "none"
             and other.get("order") in (None, "heap")
+            and provenance.same_host(other, record)  # one machine's figures
         )
 
     for mode in (record.get("mode"), "eager"):

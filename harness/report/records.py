@@ -1,7 +1,9 @@
 """Result records as the page needs them: loaded, ordered, grouped into views.
 
 A *view* is everything about a cell except workload and framework (size, dtype,
-device, mode, optimizer): one grid per view. Inside a view a *column* is a framework,
+device, mode, optimizer): one grid per view. Records timed on more than one host (a
+Ray sweep's nodes) add the host to the view: a grid never sets two machines' times
+side by side. Inside a view a *column* is a framework,
 suffixed with its pinned version ("jax==0.9.2": a series per version) and its variant
 (remat, order) when that is not the default, so that two records never silently share
 a grid cell.
@@ -10,6 +12,7 @@ a grid cell.
 from collections import OrderedDict
 
 from harness import choices, frameworks, results, workloads
+from harness.measure.provenance import timed_on
 
 CELL_KEYS = results.CELL_KEYS
 STATUSES = results.STATUSES
@@ -64,9 +67,10 @@ def view_key(record):
 
 
 def view_title(key):
-    size, dtype, device, mode, optimizer = key
+    size, dtype, device, mode, optimizer = key[:5]
     text = f"{size} · {dtype} · {device} · {mode}"
-    return text if optimizer == "none" else f"{text} · optimizer {optimizer}"
+    text = text if optimizer == "none" else f"{text} · optimizer {optimizer}"
+    return text if len(key) < 6 else f"{text} · timed on {key[5]}"
 
 
 def column_key(record, versioned=False):
@@ -91,11 +95,11 @@ def column_key(record, versioned=False):
 def view_rank(key):
     """Order views as the choices are ordered: small before paper, cpu before cuda,
     eager before compiled; unknown values last, alphabetically."""
-    size, dtype, device, mode, optimizer = key
+    size, dtype, device, mode, optimizer = key[:5]
     return (
         _rank(choices.SIZES, size), _rank(choices.DTYPES, dtype), _rank(choices.DEVICES, device),
         _rank(choices.MODES, mode), _rank(("none",) + choices.OPTIMIZERS, optimizer),
-    )
+    ) + tuple(str(host) for host in key[5:])
 
 
 def _rank(order, name):
@@ -127,8 +131,10 @@ def views(records):
     """
     grouped = {}
     pinned = {record.get("framework") for record in records if record.get("version")}
+    by_host = len({timed_on(record) for record in records} - {None}) > 1
     for record in records:
-        view = grouped.setdefault(view_key(record), {"cells": {}})
+        key = view_key(record) + ((timed_on(record) or "an unnamed host",) if by_host else ())
+        view = grouped.setdefault(key, {"cells": {}})
         view["cells"][(record["workload"], column_key(record, record.get("framework") in pinned))] = record
     ordered = OrderedDict()
     for key in sorted(grouped, key=view_rank):

@@ -1,0 +1,28 @@
+"""Times from two machines are never compared: a Ray sweep's records name their hosts."""
+
+from harness.measure import table
+from harness.report import records
+
+from report_fixtures import fixture_record
+
+
+def on(host, **overrides):
+    record = fixture_record(**overrides)
+    record["provenance"]["machine"] = {"hostname": host, "cpu": "fixture cpu"}
+    return record
+
+
+def test_a_page_with_two_hosts_has_a_grid_per_host_and_the_table_no_cross_host_ratio():
+    ref_a, torch_a, torch_b = on("a"), on("a", framework="torch"), on("b", framework="torch")
+    views = records.views([ref_a, torch_a, torch_b])
+    titles = [records.view_title(key) for key in views]
+    assert titles == ["tiny · float32 · cpu · eager · timed on a", "tiny · float32 · cpu · eager · timed on b"]
+    assert table.reference_for(torch_a, [ref_a, torch_a, torch_b]) is ref_a
+    assert table.reference_for(torch_b, [ref_a, torch_a, torch_b]) is None  # the reference ran on a
+
+
+def test_one_host_or_unnamed_hosts_keep_one_grid():
+    unnamed = fixture_record(framework="torch")  # from before records named their host
+    views = records.views([on("a"), unnamed])
+    assert [records.view_title(key) for key in views] == ["tiny · float32 · cpu · eager"]
+    assert table.reference_for(unnamed, [on("a"), unnamed]) is not None
