@@ -4,6 +4,7 @@
 - ``cell``: one cell = reference gradient + memory pass + time pass -> one record;
 - ``schedule``: when each pass runs (parallel memory passes, time passes alone; or
   the old serial order); ``executor``: runs passes (submit, outcomes, cancel_all);
+  ``ray_executor``/``node_pass``: the same passes as Ray tasks on a cluster's nodes;
 - ``runner``: starts a worker, waits, kills its group on timeout, classifies its end;
 - ``worker``: ``python -m harness.measure.worker JOB RESULT``, the fresh process;
 - ``phases``: one training step as phases, and the meters that watch them;
