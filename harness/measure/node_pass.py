@@ -1,7 +1,7 @@
 """One pass on a cluster node: what a Ray task of `--executor ray` runs there.
 
 The task does on its node what LocalExecutor does here: it starts the same worker
-(``python -m harness.measure.worker`` through runner.WorkerProcess: a fresh process in
+(``python -m harness.measure.worker`` through runner.run_worker: a fresh process in
 a session of its own, killed with its group at the timeout, its RSS sampled from
 outside, its end classified as ok/oom/timeout/error) in a temporary directory of the
 node, and sends back how it ended. `run` is a generator: it first yields where it runs
@@ -23,10 +23,9 @@ import os
 import shutil
 import socket
 import tempfile
-import time
 
 from harness.measure import environment, provenance
-from harness.measure.runner import POLL_S, WorkerProcess
+from harness.measure.runner import run_worker
 
 NODE_OWN = ("CUDA_VISIBLE_DEVICES",)  # Ray's assignment on the node, never the driver's
 
@@ -91,16 +90,8 @@ def _run_worker(payload, inputs, workdir):
     returns = payload.get("returns")  # a job key naming a file the pass writes
     if returns:
         job[returns] = os.path.join(workdir, os.path.basename(job[returns]))
-    worker = WorkerProcess(
-        job, node_environment(*payload["env"]), workdir, payload["name"], payload["timeout_s"], payload["sample_rss"]
-    )
-    try:
-        while not worker.poll():
-            time.sleep(POLL_S)
-    except BaseException:
-        worker.kill()
-        raise
-    outcome = worker.outcome()
+    env = node_environment(*payload["env"])
+    outcome = run_worker(job, env, workdir, payload["name"], payload["timeout_s"], payload["sample_rss"])
     sampler = outcome.sampler
     data = None
     if returns and outcome.ok and os.path.exists(job[returns]):

@@ -27,6 +27,7 @@ built on the driver's machine): such a cell's record is "unavailable", saying wh
 """
 
 import collections
+import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -101,6 +102,7 @@ class RayExecutor:
             if address:
                 ray.init(address=address, logging_level="WARNING", log_to_driver=False)
             else:
+                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a cluster of our own does not report usage
                 ray.init(
                     address="local", resources={RESOURCE: 1}, object_store_memory=LOCAL_OBJECT_STORE,
                     include_dashboard=False, logging_level="WARNING", log_to_driver=False,

@@ -28,6 +28,7 @@ QUICK = ["--time-budget", "0", "--repeat", "1", "--warmup", "0"]
 
 @pytest.fixture(scope="module")
 def cluster():
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no network: Ray would report usage
     nodes = Cluster(initialize_head=True, head_node_args=dict(NODE, include_dashboard=False))
     try:
         nodes.add_node(**NODE)
