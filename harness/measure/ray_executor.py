@@ -29,6 +29,7 @@ built on the driver's machine): such a cell's record is "unavailable", saying wh
 import collections
 import os
 import signal
+import socket
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -72,6 +73,7 @@ class RayExecutor:
 
     def __init__(self, workdir, address=None, on_start=None, on_end=None):
         self.ray = ray = import_ray()
+        _check_listening(address)  # before ray.init, which retries for minutes
         self.workdir, self.address = workdir, address
         self.on_start, self.on_end = on_start, on_end
         self.owns = not ray.is_initialized()
@@ -271,6 +273,21 @@ class RayExecutor:
         if self.on_end is not None:
             self.on_end(task, outcome)
         return task, outcome
+
+
+def _check_listening(address, timeout_s=5.0):
+    """Fail fast where nothing listens at a HOST:PORT address (ray.init would retry for
+    minutes); other forms ('auto', 'ray://...') are left to Ray."""
+    host, _, port = (address or "").rpartition(":")
+    if not host or "/" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise ClusterError(
+            f"--address {address}: no Ray cluster answers there ({err}); start one with "
+            f"ray start --head --resources '{{\"{RESOURCE}\": 1}}' and pass the address it prints (docs/ray.md)"
+        ) from None
 
 
 def _summary(node):

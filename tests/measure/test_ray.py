@@ -152,7 +152,7 @@ def test_a_pass_whose_ray_worker_dies_runs_once_more_elsewhere(cluster, tmp_path
     assert not os.path.exists(f"/proc/{killed['pids'][1]}")  # the gradmem worker died with it
 
 
-def test_without_ray_the_error_says_what_to_install(tmp_path):
+def test_without_ray_or_without_a_cluster_the_error_says_what_to_do(tmp_path):
     fake = tmp_path / "site" / "ray"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('No module named ray (hidden by the test)')\n")
@@ -160,5 +160,8 @@ def test_without_ray_the_error_says_what_to_install(tmp_path):
                         "--size", "tiny", "--executor", "ray", env={"PYTHONPATH": str(fake.parent)})
     assert proc.returncode == 2 and not records
     assert "pip install 'gradmem[ray]'" in proc.stderr
+    proc, _ = run(tmp_path, "nocluster", "--workload", "chained_dot", "--framework", "reference", "--size", "tiny",
+                  "--executor", "ray", "--address", "127.0.0.1:1")  # nothing listens on port 1
+    assert proc.returncode == 2 and "no Ray cluster answers there" in proc.stderr
     proc, _ = run(tmp_path, "badexec", "--executor", "dask")
     assert proc.returncode == 2 and "valid executors: local, ray" in proc.stderr
