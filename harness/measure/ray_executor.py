@@ -110,7 +110,8 @@ class RayExecutor:
                     include_dashboard=False, logging_level="WARNING", log_to_driver=False,
                 )
         except (ConnectionError, RuntimeError, ValueError) as err:
-            raise ClusterError(f"--address {address}: cannot connect to a Ray cluster there: {err}") from None
+            where = f"--address {address}: cannot connect to a Ray cluster there" if address else "cannot start Ray here"
+            raise ClusterError(f"{where}: {err}") from None
         finally:
             if signal.getsignal(signal.SIGTERM) is not sigterm and sigterm is not None:
                 signal.signal(signal.SIGTERM, sigterm)
