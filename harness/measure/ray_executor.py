@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from harness.choices import ChoiceError
-from harness.measure import node_pass
+from harness.measure import interrupts, node_pass
 from harness.measure.runner import Outcome
 
 RESOURCE = "gradmem_node"
@@ -161,8 +161,13 @@ class RayExecutor:
                         yield ended
         except GeneratorExit:
             raise
-        except BaseException:
+        except BaseException as err:
             self.cancel_all()
+            signum = interrupts.stopping()
+            if isinstance(err, KeyboardInterrupt) and signum and not isinstance(err, interrupts.Interrupted):
+                # the signal handler's Interrupted came out of Ray's wait as a bare
+                # KeyboardInterrupt: the exit code must still say which signal
+                raise interrupts.Interrupted(signum) from None
             raise
 
     def cancel_all(self):

@@ -163,7 +163,7 @@ def test_a_pass_whose_ray_worker_dies_runs_once_more_elsewhere(cluster, tmp_path
     assert "WorkerCrashedError" in note or "died" in note
     lost_node = note.split("Ray node ")[1][:12]
     assert not rerun["provenance"]["node"]["ray_node_id"].startswith(lost_node)  # the other node
-    assert not os.path.exists(f"/proc/{killed['pids'][1]}")  # the gradmem worker died with it
+    assert not _alive(killed["pids"][1])  # the gradmem worker died with it
 
 
 def test_without_ray_or_without_a_cluster_the_error_says_what_to_do(tmp_path):
@@ -179,3 +179,29 @@ def test_without_ray_or_without_a_cluster_the_error_says_what_to_do(tmp_path):
     assert proc.returncode == 2 and "no Ray cluster answers there" in proc.stderr
     proc, _ = run(tmp_path, "badexec", "--executor", "dask")
     assert proc.returncode == 2 and "valid executors: local, ray" in proc.stderr
+
+
+def test_sigterm_to_a_ray_sweep_cancels_its_passes_and_exits_143(cluster, tmp_path):
+    sweep = start(tmp_path, "stopped", "--workload", "chained_dot", "--framework", "reference", "--size", "tiny",
+                  *QUICK, "--executor", "ray", "--address", cluster, env={"GRADMEM_TEST_PLANT": "hang:forward"})
+    deadline, found = time.monotonic() + 60, None
+    while found is None and time.monotonic() < deadline:
+        found = _ray_worker_of_a_memory_pass(os.getpid())  # hangs at its forward mark
+        time.sleep(0.05)
+    assert found, "no memory pass was seen running"
+    sweep[0].send_signal(signal.SIGTERM)
+    proc, records = finish(sweep)
+    assert proc.returncode == 143 and "interrupted by SIGTERM" in proc.stderr, proc.stderr
+    assert records == []
+    # the driver's cancel makes Ray kill the task's worker; the gradmem worker dies with it
+    deadline = time.monotonic() + 10
+    while _alive(found[1]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(found[1])
+
+
+def _alive(pid):
+    try:
+        return _read(pid, "stat").rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except OSError:
+        return False
