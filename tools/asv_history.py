@@ -10,11 +10,12 @@ same harness sweep `tools/asv_record.sh` would run (benchmarks/common.py's comma
 GRADMEM_ASV_* selection) with that commit's code (the worktree first on PYTHONPATH), check
 that every record names that commit as the code it ran (provenance.git_commit), then store
 the figures with `asv run -E installed:.venv/bin/python --set-commit-hash COMMIT` fed from
-those records (GRADMEM_ASV_RECORDS). The installed frameworks and the benchmark suite are
-the current checkout's (as `asv run A..B` does); the environment name records the
-framework versions. A commit whose benchmarks/common.py has another VERSION is not
-recorded (its figures mean something else; asv would show them as one series) unless
---any-version.
+those records (GRADMEM_ASV_RECORDS), asv running only the swept cells' benchmark processes
+(a -b pattern; the rest are n/a, as the sweep left them). The installed frameworks and
+the benchmark suite are the current checkout's (as `asv run A..B` does); the environment
+name records the framework versions. A commit whose benchmarks/common.py has another
+VERSION is not recorded (its figures mean something else; asv would show them as one
+series) unless --any-version.
 
 The machine name is derived as in tools/asv_record.sh (tools/asv_machine.py plus the sweep
 size) unless --machine is given. A commit whose sweep fails is reported and skipped; the
@@ -108,8 +109,27 @@ def sweep(commit, scratch, out, any_version=False):
     return records
 
 
+def swept_cells_regex():
+    """asv's -b pattern for the cells the GRADMEM_ASV_* selection sweeps (None: all).
+
+    asv starts one benchmark process per benchmark and parameter combination (17 x 216
+    with nine frameworks), even for the cells the sweep left n/a; a pattern on
+    `name('workload', 'framework', 'device', 'mode')` makes it run only the swept ones
+    and store the rest as n/a, as those processes would have (asv.benchmarks.Benchmarks).
+    """
+    axes = [common._selection(f"GRADMEM_ASV_{name.upper()}S", valid)
+            for name, valid in zip(common.PARAM_NAMES, common.PARAMS)]
+    if all(len(chosen) == len(valid) for chosen, valid in zip(axes, common.PARAMS)):
+        return None
+    cells = ", ".join("'(?:" + "|".join(map(re.escape, chosen)) + ")'" for chosen in axes)
+    return rf"\({cells}\)$"
+
+
 def record(commit, machine, records_path, asv_args):
     env = dict(os.environ, GRADMEM_ASV_RECORDS=records_path)
+    pattern = swept_cells_regex()
+    if pattern and not any(arg in ("-b", "--bench") or arg.startswith("--bench=") for arg in asv_args):
+        asv_args = ["-b", pattern, *asv_args]
     done = subprocess.run([ASV, "run", "-E", f"installed:{PYTHON}", "--machine", machine,
                            "--set-commit-hash", commit, *asv_args], cwd=ROOT, env=env,
                           capture_output=True, text=True)
