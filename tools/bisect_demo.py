@@ -154,13 +154,13 @@ def demo(work):
     timings["history"] = time.monotonic() - start
 
     start = time.monotonic()
-    # `asv find` ignores the config's launch_method: without forkserver each of the 144
+    # `asv find` ignores the config's launch_method: without forkserver each of the 216
     # parameter combinations costs a fresh interpreter (~0.3 s), minutes per commit.
     find = sh([ASV, "find", "--config", config, "--machine", MACHINE, "--show-stderr",
                "--launch-method", "forkserver", f"{base}..{history[-1][1]}", BENCHMARK],
               work, env, check=False)
     timings["asv find"] = time.monotonic() - start
-    # asv prints the whole 144-cell grid per commit; the swept cell is the one with a figure.
+    # asv prints the whole 216-cell grid per commit; the swept cell is the one with a figure.
     print("\n".join(line for line in find.stdout.splitlines() if "n/a" not in line and "====" not in line))
     named = [line.split(":", 1)[1].split()[0] for line in find.stdout.splitlines()
              if line.strip().lstrip("·").strip().startswith("Greatest regression found:")]
