@@ -6,7 +6,7 @@ fitted line dashed), the analytic bound dashed in red; then the table of the fit
 lines (harness/scale/series.py): step-peak bytes per sample, fixed bytes, R², largest
 residual, per_sample / bound per sample; the footprint line; and the largest batch
 whose footprint fits each budget (the budgets `--verify` checked, else 1 and 8 GiB),
-with the verification where it ran.
+with the verification rounds where they ran.
 """
 
 from harness.report import records as rec
@@ -80,22 +80,26 @@ def _line_cells(line, bound_per_sample=None):
 
 
 def _prediction_cell(fit, budget):
+    """The fit's largest batch under `budget`; where `--verify` ran, each round's
+    prediction and measurements, and the last round's verdict."""
     if fit.footprint is None:
         return '<td class="absent">–</td>'
     try:
         batch = largest_batch(fit.footprint, budget)
     except FitError as err:
         return f'<td class="message">{esc(err)}</td>'
-    checks = [(c["scale_check"]["factor"], c) for c in fit.series.checks
-              if c["scale_check"]["budget_bytes"] == budget and c["scale_check"]["predicted_batch"] == batch]
-    if not checks:
+    rounds = scale_series.rounds(fit.series.checks, budget)
+    if not rounds:
         return f"<td>{batch}</td>"
-    said = scale_series.verdict(checks, budget)
-    measured = " · ".join(
-        f"{c['batch']}: {human_bytes(scale_series.footprint_of(c)) if c.get('status') == 'ok' else c.get('status')}"
-        for _, c in sorted(checks, key=lambda fc: fc[0]))
+    said = scale_series.verdict(rounds[-1][1], budget)
+    measured = "<br>".join(
+        esc(f"{predicted}: " + " · ".join(
+            f"{c['batch']}: {human_bytes(scale_series.footprint_of(c)) if c.get('status') == 'ok' else c.get('status')}"
+            for _, c in sorted(checks, key=lambda fc: fc[0])))
+        for predicted, checks in rounds)
     kind = "verified" if said == "confirmed" else "unverified"
-    return f'<td class="{kind}">{batch}<br><span class="ratio">{esc(measured)}</span><br>{esc(said)}</td>'
+    return (f'<td class="{kind}">{rounds[-1][0]}<br><span class="ratio">fit: {batch}<br>{measured}</span>'
+            f"<br>{esc(said)}</td>")
 
 
 def render(records):
@@ -141,6 +145,7 @@ def render(records):
         "bound per sample (the autodiff efficiency with fixed costs taken out). Footprint: retained + step peak, "
         "the larger of the first and the steady step (what the process needs above its baseline of interpreter, "
         "framework, parameters and inputs); the largest batch is the footprint line solved against the budget; "
-        "verified: measured at that batch (fits) and at 1.25× it (does not). R² below 0.99 is marked; cells that "
-        "failed at a batch are kept out of the fit and listed.</p>"
+        "verified: measured at that batch (fits) and at 1.25× it (does not); where that failed, a batch predicted "
+        "from the two measured points bracketing the budget, measured the same way (each round listed). R² below "
+        "0.99 is marked; cells that failed at a batch are kept out of the fit and listed.</p>"
     )

@@ -13,7 +13,9 @@ least-squares lines bytes = fixed + per_sample x batch through the step peak of 
 phase and through the footprint (harness/scale/series.py says which figures and why).
 It prints per line the bytes per sample, the fixed bytes, R², the largest residual and
 per_sample / bound per sample. `--budget` predicts the largest batch whose footprint
-fits; `--verify` then measures the footprint at that batch and at 1.25x it.
+fits; `--verify` then measures the footprint at that batch and at 1.25x it, and where
+that does not confirm it, predicts again from the two measured points that bracket
+the budget (less their step-to-step scatter) and measures again, up to twice.
 
 `--batch auto`: 1, 2, then doubling while the line through the points so far keeps
 the next footprint within `--cap` (default: the budget, else 512 MiB), at most 12
@@ -38,12 +40,13 @@ from harness.measure.cell import Options
 from harness.measure.sweep import _say, parse_bytes  # _say: a status line that survives a closed terminal
 from harness.scale import batches as batch_specs
 from harness.scale import series as scale_series
-from harness.scale.fit import BudgetError, FitError, largest_batch
+from harness.scale.fit import BudgetError, FitError, largest_batch, near_line
 from harness.scale.passes import MemoryPasses
 from harness.scale.table import format_fits, format_predictions
 
 DEFAULT_CAP = 512 * 2**20
 CHECK_FACTOR = 1.25  # --verify measures the prediction and this multiple of it
+REFINE_ROUNDS = 2  # predictions from the points measured near the budget, after the fit's
 
 
 def add_arguments(parser):
@@ -212,7 +215,7 @@ class Scale:
     def _predict(self, fits):
         out = []
         for fit in fits:
-            prediction = {"fit": fit, "batch": None, "error": "", "below": False, "checks": []}
+            prediction = {"fit": fit, "batch": None, "error": "", "below": False, "checks": [], "rounds": []}
             if fit.footprint is None:
                 prediction["error"] = fit.note or "no footprint line"
             else:
@@ -225,12 +228,25 @@ class Scale:
         return out
 
     def _verify(self, predictions):
+        """Measure each prediction and 1.25x it; where that does not confirm it, predict
+        again from the line through the measured points that bracket the budget (the
+        fit's line was extrapolated from small batches; this one is where the budget
+        is), less the largest step-to-step scatter of those two passes, and measure
+        again: at most REFINE_ROUNDS times."""
+        pending = [p for p in predictions if p["batch"] is not None]
+        for round_ in range(1 + REFINE_ROUNDS):
+            self._check_round(pending, round_)
+            pending = [p for p in pending
+                       if scale_series.verdict(p["checks"], self.budget) != "confirmed" and self._refine(p)]
+            if not pending:
+                break
+
+    def _check_round(self, predictions, round_):
         wanted, by_cell = [], {}
         for prediction in predictions:
-            batch = prediction["batch"]
-            if batch is None:
-                continue
-            cell = prediction["fit"].series.cell
+            batch, cell = prediction["batch"], prediction["fit"].series.cell
+            prediction["checks"] = []
+            prediction["rounds"].append((batch, prediction["checks"]))
             for factor in (1.0, CHECK_FACTOR):
                 at = batch if factor == 1.0 else max(batch + 1, math.ceil(batch * factor))
                 wanted.append((cell, at))
@@ -238,11 +254,31 @@ class Scale:
 
         def check(cell):
             prediction, factor = by_cell[(resume.series_key(cell), cell["batch"])]
-            return {"budget_bytes": self.budget, "predicted_batch": prediction["batch"], "factor": factor}
+            return {"budget_bytes": self.budget, "predicted_batch": prediction["batch"], "factor": factor,
+                    "round": round_}
 
         for record in self._wave(wanted, check):
             prediction, factor = by_cell[(resume.series_key(record), record["batch"])]
             prediction["checks"].append((factor, record))
+
+    def _refine(self, prediction):
+        """A new prediction from the measured points nearest the budget; False when
+        there is none (too few points, or it is the batch just checked)."""
+        measured = dict(prediction["fit"].series.records)
+        for _, checks in prediction["rounds"]:
+            measured.update({r["batch"]: r for _, r in checks})
+        ok = {b: r for b, r in measured.items() if r.get("status") == "ok" and scale_series.footprint_of(r) is not None}
+        try:
+            line = near_line([(b, scale_series.footprint_of(r)) for b, r in ok.items()], self.budget)
+            margin = max(scale_series.spread_of(ok[b]) for b, _ in line.points)
+            batch = largest_batch(line, self.budget - margin, f"the footprint of {prediction['fit'].series.label}")
+        except FitError as err:
+            prediction["error"] = f"no refined prediction: {err}"
+            return False
+        if batch == prediction["batch"]:
+            return False
+        prediction["batch"] = batch
+        return True
 
     def _done(self, fits, predictions=()):
         below = [p for p in predictions if p["below"]]

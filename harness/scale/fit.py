@@ -73,5 +73,20 @@ def largest_batch(line, budget, what="the footprint"):
     return batch
 
 
+def near_line(points, budget):
+    """The line through the two measured points (batch, bytes) that bracket `budget`
+    most closely: the nearest at or below it and the nearest above it; when every
+    point is on one side, the two nearest there. Used where a line fitted far from the
+    budget has to be extrapolated: a line through points near the budget is only
+    interpolated (or extrapolated a little). FitError with fewer than two batches."""
+    by_batch = {}
+    for batch, value in points:
+        by_batch[int(batch)] = float(value)
+    below = sorted((b for b, v in by_batch.items() if v <= budget), key=lambda b: budget - by_batch[b])
+    above = sorted((b for b, v in by_batch.items() if v > budget), key=lambda b: by_batch[b] - budget)
+    pair = below[:1] + above[:1] if below and above else (below or above)[:2]
+    return fit_line([(b, by_batch[b]) for b in pair])
+
+
 def _mib(value):
     return f"{value / 2**20:.2f} MiB"

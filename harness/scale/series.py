@@ -37,6 +37,33 @@ def footprint_of(record):
     return max(figures) if figures else None
 
 
+def spread_of(record):
+    """How far the footprints of one pass's steps lie apart (the first step's and each
+    measured steady step's total), bytes: the scatter a second measurement of the same
+    batch can show, the margin a prediction near a budget keeps (the median steady
+    step's figure is one of the steady samples)."""
+    figures = [(record.get(key) or {}).get("total") for key in ("first_step_footprint_bytes", "footprint_bytes")]
+    figures += [(s.get("footprint_bytes") or {}).get("total") for s in record.get("steady_samples") or []]
+    figures = [f for f in figures if isinstance(f, (int, float))] or [0]
+    return max(figures) - min(figures)
+
+
+def rounds(checks, budget):
+    """The verification rounds of `budget` in `checks` (records carrying scale_check):
+    [(predicted batch, [(factor, record), ...]), ...], oldest first. Round 0 checks the
+    fit's prediction; each later round a prediction from the points measured near the
+    budget (harness scale --verify). Records from before rounds were numbered are
+    round 0, grouped by their predicted batch."""
+    out = {}
+    for record in checks:
+        check = record["scale_check"]
+        if check.get("budget_bytes") != budget:
+            continue
+        key = (check.get("round", 0), check.get("predicted_batch"))
+        out.setdefault(key, []).append((check.get("factor"), record))
+    return [(batch, found) for (_, batch), found in sorted(out.items(), key=lambda kv: kv[0][0])]
+
+
 @dataclass
 class Series:
     """One cell (everything but the batch) measured at several batches."""

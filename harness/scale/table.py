@@ -53,22 +53,22 @@ def format_fits(fits):
 
 
 def format_predictions(predictions, budget):
-    """The largest batch whose footprint fits `budget`, and its verification."""
+    """The largest batch whose footprint fits `budget`: the fit's prediction, each
+    verification round (the prediction, and the footprint measured there and at
+    1.25x), and the last round's verdict."""
     rows = []
     for p in predictions:
         fit = p["fit"]
-        if p["batch"] is None:
-            rows.append([fit.series.label, "-", "-", "-", p["error"]])
+        first = p["rounds"][0][0] if p["rounds"] else p["batch"]
+        if first is None:
+            rows.append([fit.series.label, "-", "-", "-", "-", p["error"]])
             continue
-        checks = {factor: record for factor, record in p["checks"]}
-        shown, said = [], ""
-        for factor, record in sorted(checks.items()):
-            shown.append(_checked(record))
-        if checks:
-            said = verdict(p["checks"], budget)
-        rows.append([fit.series.label, str(p["batch"]), _num(fit.footprint.at(p["batch"]), ".1f", MIB),
-                     " / ".join(shown) or "-", said])
-    header = ["cell", "largest batch", "predicted MiB", "measured MiB (batch)", "verdict"]
+        shown = ["; ".join(f"{batch}: " + " / ".join(_checked(r) for _, r in sorted(checks, key=lambda fc: fc[0]))
+                           for batch, checks in p["rounds"])]
+        said = verdict(p["rounds"][-1][1], budget) if p["rounds"] else ""
+        rows.append([fit.series.label, str(first), _num(fit.footprint.at(first), ".1f", MIB), shown[0] or "-",
+                     str(p["batch"]), said])
+    header = ["cell", "fit's batch", "fit's MiB", "measured MiB (batch) per round", "largest batch", "verdict"]
     return f"largest batch whose footprint fits {budget / MIB:.0f} MiB:\n" + _grid(header, rows)
 
 
