@@ -92,11 +92,11 @@ def _prediction_cell(fit, budget):
     if not rounds:
         return f"<td>{batch}</td>"
     said = scale_series.verdict(rounds[-1][1], budget)
-    measured = "<br>".join(
-        esc(f"{predicted}: " + " · ".join(
+    measured = "<br>".join(  # a round per line: the prediction's footprint, then 1.25x's
+        esc(" · ".join(
             f"{c['batch']}: {human_bytes(scale_series.footprint_of(c)) if c.get('status') == 'ok' else c.get('status')}"
             for _, c in sorted(checks, key=lambda fc: fc[0])))
-        for predicted, checks in rounds)
+        for _, checks in rounds)
     kind = "verified" if said == "confirmed" else "unverified"
     return (f'<td class="{kind}">{rounds[-1][0]}<br><span class="ratio">fit: {batch}<br>{measured}</span>'
             f"<br>{esc(said)}</td>")
