@@ -236,6 +236,8 @@ class Scale:
         pending = [p for p in predictions if p["batch"] is not None]
         for round_ in range(1 + REFINE_ROUNDS):
             self._check_round(pending, round_)
+            if round_ == REFINE_ROUNDS:
+                break  # the last prediction stays the one measured
             pending = [p for p in pending
                        if scale_series.verdict(p["checks"], self.budget) != "confirmed" and self._refine(p)]
             if not pending:

@@ -94,3 +94,15 @@ def test_the_scatter_of_a_pass():
     assert scale_series.spread_of(r) == 3 * MIB  # first step 103, steady 100 MiB
     r["steady_samples"] = [{"footprint_bytes": {"total": t * MIB}} for t in (100, 104, 101)]
     assert scale_series.spread_of(r) == 4 * MIB
+
+
+def test_after_the_last_round_the_prediction_is_the_batch_measured(tmp_path):
+    # a footprint that bends up steeply from batch 300 (2 MiB + (b - 300)/10 MiB a
+    # sample): every line through points below the bend misses, so the rounds run out;
+    # the answer is then the last batch checked, not a prediction never measured
+    bent = lambda b: 20 * MIB + 2 * MIB * b + MIB * max(0, b - 300) ** 2 / 20  # noqa: E731
+    prediction, _ = verify(tmp_path, bent)
+    last_batch, last_checks = prediction["rounds"][-1]
+    assert len(prediction["rounds"]) == 1 + command.REFINE_ROUNDS
+    assert scale_series.verdict(last_checks, BUDGET) != "confirmed"
+    assert prediction["batch"] == last_batch == last_checks[0][1]["batch"]
