@@ -24,7 +24,8 @@ gated pass may go ahead while the machine drains for another gated pass's releas
 leader, so compilers it started die with it) and drops what has not started; a signal
 handler may call it (it is idempotent and does not wait). `LocalExecutor` runs workers
 as child processes of this one; another executor (e.g. one on a cluster) implements
-`submit`, `outcomes` and `cancel_all`: RayExecutor (ray_executor.py) runs them as Ray
+`submit`, `outcomes` and `cancel_all`, and `gpus` (where a cuda cell may run) and
+`close` (what it holds after the sweep): RayExecutor (ray_executor.py) runs them as Ray
 tasks on a cluster's nodes.
 """
 
@@ -119,6 +120,13 @@ class LocalExecutor:
                 killed += 1
         self.running.clear()
         return killed
+
+    def gpus(self):
+        """None: this machine's GPUs decide (cells.unavailable_reason looks itself)."""
+        return None
+
+    def close(self):
+        """Nothing is held once cancel_all() has run."""
 
     # ---- rules -----------------------------------------------------------------------
     def _start_what_may(self):

@@ -280,7 +280,7 @@ def _run(todo, args):
             workdir = writing = tempfile.mkdtemp(prefix="gradmem-sweep-")
         log = schedule.PassLog(args.schedule_log, started) if args.schedule_log else None
         executor = _executor(args, workdir, jobs, pass_started, log)
-        runner = CellRunner(workdir, options, gpus=executor.gpus() if args.executor == "ray" else None)
+        runner = CellRunner(workdir, options, gpus=executor.gpus())
         schedule.run(todo, runner, executor, emit, args.schedule)
     except KeyboardInterrupt as err:  # interrupts.Interrupted, or Ctrl-C where not handled
         stop = err
@@ -293,8 +293,7 @@ def _run(todo, args):
     finally:
         if executor is not None:
             executor.cancel_all()  # no worker outlives the sweep (nothing runs after a normal end)
-            if hasattr(executor, "close"):
-                executor.close()  # a Ray connection (and the cluster it started)
+            executor.close()  # a Ray connection (and the cluster it started)
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     progress.done()
