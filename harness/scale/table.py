@@ -63,10 +63,10 @@ def format_predictions(predictions, budget):
         if first is None:
             rows.append([fit.series.label, "-", "-", "-", "-", p["error"]])
             continue
-        shown = ["; ".join(f"{batch}: " + " / ".join(_checked(r) for _, r in sorted(checks, key=lambda fc: fc[0]))
-                           for batch, checks in p["rounds"])]
+        shown = "; ".join(f"{batch}: " + " / ".join(_checked(r) for _, r in sorted(checks, key=lambda fc: fc[0]))
+                          for batch, checks in p["rounds"])
         said = verdict(p["rounds"][-1][1], budget) if p["rounds"] else ""
-        rows.append([fit.series.label, str(first), _num(fit.footprint.at(first), ".1f", MIB), shown[0] or "-",
+        rows.append([fit.series.label, str(first), _num(fit.footprint.at(first), ".1f", MIB), shown or "-",
                      str(p["batch"]), said])
     header = ["cell", "fit's batch", "fit's MiB", "measured MiB (batch) per round", "largest batch", "verdict"]
     return f"largest batch whose footprint fits {budget / MIB:.0f} MiB:\n" + _grid(header, rows)
