@@ -31,6 +31,7 @@ from harness.frameworks.base import Adapter, Unavailable
 class ReferenceAdapter(Adapter):
     name = "reference"
     module = "numpy"  # the engine is part of gradmem; it needs NumPy only
+    preload = ("numpy", "harness.engine")
     distributions = ("gradmem", "numpy", "cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x")
     package = None  # gradmem's own engine: its version is the commit, not a release
     modes = ("eager",)

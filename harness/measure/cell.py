@@ -227,6 +227,9 @@ class CellRunner:
             {
                 "settings": m.get("settings"),
                 "load_s": {"memory": m.get("load_s"), "time": t.get("load_s")},
+                # fork: the pass's worker was forked from a process that had imported the
+                # framework (its load_s leaves the import out); spawn: a fresh interpreter
+                "worker_start": {"memory": m.get("worker_start"), "time": t.get("worker_start")},
                 "hwm_method": m.get("hwm_method"),
                 "runtime_warmup": m.get("runtime_warmup"),
                 "plan_s": {"memory": m.get("plan_s"), "time": t.get("plan_s")},

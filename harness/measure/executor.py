@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from harness.measure import interrupts
 from harness.measure.runner import POLL_S, WorkerProcess
+from harness.measure.zygote import ZygotePool
 
 
 @dataclass
@@ -61,10 +62,13 @@ class Task:
 class LocalExecutor:
     """Runs passes as worker processes on this machine, `slots` at a time."""
 
-    def __init__(self, workdir, slots=1, on_start=None, on_end=None):
+    def __init__(self, workdir, slots=1, on_start=None, on_end=None, start="fork"):
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
         self.workdir, self.slots = workdir, slots
+        # fork: workers forked from a per-framework process that has imported it
+        # (harness/measure/zygote.py); spawn: a fresh interpreter per pass
+        self.zygotes = ZygotePool(workdir, start)
         self.on_start = on_start  # called with the task as its worker starts (progress)
         self.on_end = on_end  # called with (task, outcome) as each pass ends (a log)
         self.pending = deque()
@@ -126,7 +130,8 @@ class LocalExecutor:
         return None
 
     def close(self):
-        """Nothing is held once cancel_all() has run."""
+        """End the zygotes (after cancel_all(): no worker of theirs runs)."""
+        self.zygotes.close()
 
     # ---- rules -----------------------------------------------------------------------
     def _start_what_may(self):
@@ -152,7 +157,7 @@ class LocalExecutor:
             self.pending.remove(task)
             worker = WorkerProcess(
                 task.job, task.env, self.workdir, task.name, task.timeout_s, task.sample_rss, gated=task.gated,
-                python=task.python,
+                python=task.python, zygotes=self.zygotes,
             )
             task.started = worker.started
             self.running[task.id] = (task, worker)

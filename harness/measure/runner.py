@@ -47,9 +47,11 @@ class WorkerProcess:
     """One running worker: started at once, then `poll()`ed until it has ended, then
     `outcome()`. Not blocking, so an executor can watch several (harness/measure/executor.py)."""
 
-    def __init__(self, job, env, workdir, name, timeout_s=None, sample_rss=False, gated=False, python=None):
+    def __init__(self, job, env, workdir, name, timeout_s=None, sample_rss=False, gated=False, python=None,
+                 zygotes=None):
         # python: the worker's interpreter (a pinned framework version's environment,
-        # harness/versions/envs.py); None is this one
+        # harness/versions/envs.py); None is this one. zygotes: a zygote.ZygotePool to
+        # fork the worker from (None, or a framework it does not fork: spawned)
         self.paths = {kind: os.path.join(workdir, f"{name}.{kind}") for kind in ("job", "result", "marks", "log")}
         # parent_pid: worker.py's _end_with_parent
         self.job = dict(job, marks_path=self.paths["marks"], gated=gated, parent_pid=os.getpid())
@@ -59,17 +61,16 @@ class WorkerProcess:
         self.started = time.monotonic()
         self.deadline = None if timeout_s is None else self.started + timeout_s
         self.oom_kills_before = failures.oom_kills()
+        zygote = zygotes.zygote_for(job, env, python) if zygotes is not None else None  # may import (seconds)
         # Registered before a signal can cut in: the handler kills every registered
         # group (interrupts.py), and a worker it does not know of would run on.
         with interrupts.deferred(), open(self.paths["log"], "wb") as log:
-            self.proc = subprocess.Popen(
-                [python or sys.executable, "-m", "harness.measure.worker", self.paths["job"], self.paths["result"]],
-                env=env,
-                stdin=subprocess.PIPE if gated else subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            self.proc = zygotes.fork(zygote, self.paths["job"], self.paths["result"], log, gated) if zygote else None
+            if self.proc is None:
+                self.proc = SpawnedProcess(
+                    [python or sys.executable, "-m", "harness.measure.worker", self.paths["job"], self.paths["result"]],
+                    env, log, gated,
+                )
             interrupts.started(self.proc.pid)
         self.pid = self.proc.pid
         self.sampler = RssSampler(self.proc.pid).start() if sample_rss else None
@@ -103,7 +104,7 @@ class WorkerProcess:
         """True once the worker has exited (or was killed at its timeout)."""
         if self.ended:
             return True
-        if os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+        if self.proc.exited():
             self._end()
         elif self.deadline is not None and not self.at_gate() and time.monotonic() >= self.deadline:
             self.timed_out = True
@@ -155,6 +156,28 @@ class WorkerProcess:
         oom_killed = None if None in (before, oom_kills_after) else oom_kills_after > before
         status, message = failures.from_death(self.proc.returncode, _tail(paths["log"]), last, limited, oom_killed)
         return Outcome(status, message, {}, marks, self.sampler, self.wall_s)
+
+
+class SpawnedProcess:
+    """A worker started as a fresh interpreter (the Popen), in a session of its own."""
+
+    def __init__(self, argv, env, log, gated):
+        self.popen = subprocess.Popen(
+            argv, env=env, stdin=subprocess.PIPE if gated else subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self.pid, self.stdin = self.popen.pid, self.popen.stdin
+
+    def exited(self):
+        """Without reaping it (WNOWAIT): its PID stays its own until wait()."""
+        return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+    def wait(self):
+        return self.popen.wait()
+
+    @property
+    def returncode(self):
+        return self.popen.returncode
 
 
 def run_worker(job, env, workdir, name, timeout_s=None, sample_rss=False, python=None):

@@ -42,7 +42,7 @@ import time
 
 from harness import choices, results, workloads
 from harness.frameworks import threads
-from harness.measure import cells, interrupts, resume, schedule, table
+from harness.measure import cells, interrupts, resume, schedule, table, zygote
 from harness.measure.cell import CellRunner, Options
 from harness.measure.executor import LocalExecutor
 from harness.measure.timing import Policy
@@ -106,6 +106,11 @@ def add_arguments(parser):
         "--address", default=None,
         help="with --executor ray: the cluster (ray start's address, e.g. 10.0.0.5:6379, or 'auto'); "
         "default: a one-node cluster started on this machine for the sweep",
+    )
+    parser.add_argument(
+        "--start", default="fork", choices=zygote.STARTS,
+        help="fork (default: each pass forked from a process per framework that has imported it; "
+        "docs/measurement.md) | spawn (a fresh interpreter imports the framework for every pass)",
     )
     parser.add_argument(
         "--jobs", type=int, default=None,
@@ -323,7 +328,7 @@ def _executor(args, workdir, jobs, on_start, on_end):
         from harness.measure.ray_executor import RayExecutor  # ClusterError (exit 2) without Ray
 
         return RayExecutor(workdir, args.address, on_start=on_start, on_end=on_end)
-    return LocalExecutor(workdir, slots=jobs, on_start=on_start, on_end=on_end)
+    return LocalExecutor(workdir, slots=jobs, on_start=on_start, on_end=on_end, start=args.start)
 
 
 def _where(args, jobs):

@@ -38,7 +38,9 @@ from harness.measure import failures
 from harness.measure.marks import Marks
 
 
-def main(argv=None):
+def main(argv=None, parent_pid=None):
+    """parent_pid: the process whose death kills this one (default the job's: the
+    sweep's; a worker forked by a zygote passes the zygote's, harness/measure/zygote.py)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
         print("usage: python -m harness.measure.worker JOB.json RESULT.json", file=sys.stderr)
@@ -46,7 +48,7 @@ def main(argv=None):
     job_path, result_path = argv
     with open(job_path, encoding="utf-8") as handle:
         job = json.load(handle)
-    _end_with_parent(job.get("parent_pid"))
+    _end_with_parent(parent_pid or job.get("parent_pid"))
     _limit_address_space(job.get("memory_limit"))  # first, before any framework import
     marks = Marks(job.get("marks_path"))
     marks.mark("start")
@@ -122,7 +124,10 @@ def _prepare(job, marks):
         marks.mark("planned")
     step = Step(adapter, problem.loss, params, inputs, cell["mode"], job.get("optimizer"), job.get("lr", 1e-3))
     info = {
-        "load_s": load_s,  # import, configuration and the runtime warm-up
+        "load_s": load_s,  # import (unless forked), configuration and the runtime warm-up
+        # spawn: a fresh interpreter imported the framework; fork: forked from a process
+        # that had imported it (harness/measure/zygote.py)
+        "worker_start": os.environ.get("GRADMEM_WORKER_START", "spawn"),
         "runtime_warmup": DESCRIPTION,
         "plan_s": plan_s,
         "settings": _jsonable(adapter.settings()),

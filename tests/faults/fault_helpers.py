@@ -48,6 +48,9 @@ class Sweep:
 
 
 def processes_mentioning(text, also=""):
+    """Live processes whose command line or standard output names `text` (and `also`):
+    a spawned worker's command line holds its job's path; a worker forked by a zygote
+    (harness/measure/zygote.py) has the zygote's command line, and its own log as stdout."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -55,6 +58,10 @@ def processes_mentioning(text, also=""):
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as handle:
                 cmdline = handle.read().decode("utf-8", "replace")
+            try:
+                cmdline += " " + os.readlink(f"/proc/{entry}/fd/1")
+            except OSError:
+                pass
             with open(f"/proc/{entry}/stat", "rb") as handle:
                 state = handle.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
