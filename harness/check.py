@@ -19,6 +19,7 @@ that is not installed, a mode it does not have, or a device it cannot use is lis
 as skipped with the reason, and does not fail the check.
 """
 
+import concurrent.futures
 import functools
 import os
 import sys
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness import frameworks, gradcheck, workloads
-from harness.choices import DEVICES, DTYPES, MODES, SIZES, check_choice, parse_choices
+from harness.choices import DEVICES, DTYPES, MODES, SIZES, ChoiceError, check_choice, parse_choices
 
 TOLERANCE = {"float64": 1e-6, "float32": 1e-3}
 REFERENCE = "reference"
@@ -46,6 +47,9 @@ def add_arguments(parser):
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds one cell may take, compilation included (default 900)")
     parser.add_argument("--keep", metavar="DIR", help="keep the workers' files (gradients as .npz) in DIR")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="frameworks checked at once, each in its own worker (default 1; with more, the "
+                        "table's first/steady times are taken side by side, so contended)")
 
 
 @dataclass
@@ -73,14 +77,16 @@ def main(args):
     dtypes = parse_choices("dtype", args.dtype, DTYPES)
     modes = parse_choices("mode", args.mode, MODES)
     device = check_choice("device", args.device, DEVICES)
+    if args.jobs < 1:
+        raise ChoiceError(f"--jobs must be at least 1, got {args.jobs}")
 
     start = time.perf_counter()
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
-        rows, skipped = run_check(names, fw_names, size, dtypes, modes, device, args.seed, args.timeout, args.keep)
+        rows, skipped = run_check(names, fw_names, size, dtypes, modes, device, args.seed, args.timeout, args.keep, args.jobs)
     else:
         with tempfile.TemporaryDirectory(prefix="gradmem-check-") as out_dir:
-            rows, skipped = run_check(names, fw_names, size, dtypes, modes, device, args.seed, args.timeout, out_dir)
+            rows, skipped = run_check(names, fw_names, size, dtypes, modes, device, args.seed, args.timeout, out_dir, args.jobs)
     print(format_table(rows, skipped, size, device))
     failed = [r for r in rows if r.failed]
     ran = [r for r in rows if r.status != "unavailable"]
@@ -128,15 +134,19 @@ def _cell(prefix, workload, size, dtype, mode, seed, upcast=False):
             "dtype": dtype, "mode": mode, "seed": seed, "upcast": upcast}
 
 
-def run_check(names, fw_names, size, dtypes, modes, device, seed, timeout_s, out_dir):
-    """([Row], [(framework, mode, reason)]): every cell computed and compared."""
+def run_check(names, fw_names, size, dtypes, modes, device, seed, timeout_s, out_dir, jobs=1):
+    """([Row], [(framework, mode, reason)]): every cell computed and compared; `jobs`
+    frameworks at a time (each in its own worker process; they share nothing)."""
     cells, skipped = plan(names, fw_names, size, dtypes, modes, seed)
-    results = {}
-    for fw, fw_cells in cells.items():
+
+    def gradients(fw):
         # the truth is computed on the CPU: float64 NumPy, the same on every machine
         fw_device = "cpu" if fw == REFERENCE else device
-        print(f"  {fw}: {len(fw_cells)} gradients ...", file=sys.stderr, flush=True)
-        results[fw] = gradcheck.run_framework(fw, fw_cells, out_dir, fw_device, timeout_s)
+        print(f"  {fw}: {len(cells[fw])} gradients ...", file=sys.stderr, flush=True)
+        return fw, gradcheck.run_framework(fw, cells[fw], out_dir, fw_device, timeout_s)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = dict(pool.map(gradients, list(cells)))
     truth = {(c["workload"], c["dtype"]): results.get(REFERENCE, {}).get(c["id"])
              for c in cells.get(REFERENCE, []) if c["id"].startswith("truth-")}
     if REFERENCE not in cells:

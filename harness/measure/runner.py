@@ -1,7 +1,10 @@
 """Start one worker process, watch it, and say how it ended.
 
 The worker is ``python -m harness.measure.worker JOB RESULT`` in a new session (its
-own process group), with the environment it needs set before it starts. The parent
+own process group), with the environment it needs set before it starts; or, given a
+zygote pool (harness/measure/zygote.py, `--start fork`), the same worker forked from
+a process that has already imported its framework, with the same face: its own
+session, stdin, log, exit status. The parent
 never imports a framework; it only waits, samples the worker's RSS for the timeline,
 and kills the whole group on timeout or when the command is told to stop (Ctrl-C,
 SIGTERM, SIGHUP: interrupts.py), so compiler subprocesses (Inductor, PyTensor's g++)

@@ -32,6 +32,10 @@ cell after cell. `--schedule parallel` runs reference gradients and memory passe
 measures alone. It is not the default: on the shared 2-core machine it was not faster
 and its memory figures are not yet shown to match the serial ones within 1 %
 (docs/measurement.md, "How a sweep is scheduled"; tools/sweep_compare.py).
+
+Start (harness/measure/zygote.py): `fork` (default) forks each pass's worker from a
+process per framework that has imported it; `--start spawn` starts a fresh
+interpreter per pass.
 """
 
 import errno

@@ -48,7 +48,7 @@ class Policy:
 
     min_repeats: int = 5
     precision: float = 0.05  # "known within a few percent", and cheap enough for a sweep
-    budget_s: float = 5.0  # seconds of timed steps after which none is added (the minimum always runs)
+    budget_s: float = 2.0  # seconds of timed steps after which none is added (the minimum always runs)
     max_repeats: int = 200
 
     @classmethod
