@@ -76,3 +76,32 @@ def test_a_refused_zygote_means_spawned_workers(tmp_path):
         pool.close()
     with pytest.raises(ValueError, match="valid: fork, spawn"):
         zygote.ZygotePool(str(tmp_path), start="vfork")
+
+
+def rss_file_kib():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("RssFile:"))
+
+
+def test_a_forked_worker_maps_the_zygotes_file_pages_again():
+    # fork() copies no page tables of file-backed mappings; the worker maps the pages
+    # the zygote had resident (what its imports touched) before anything else, or the
+    # library code a step shares with the imports would be faulted in, and counted,
+    # during the step. Its resident file pages must then match the zygote's.
+    runs = zygote.resident_file_pages()
+    parent = rss_file_kib()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest machinery, only /proc and madvise
+        try:
+            before = rss_file_kib()
+            mapped = zygote._map_file_pages(runs)
+            os.write(write_end, f"{before} {rss_file_kib()} {int(mapped)}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    before, after, mapped = map(int, os.read(read_end, 100).split())
+    os.waitpid(pid, 0)
+    assert mapped, "MADV_POPULATE_READ failed (Linux >= 5.14 needed)"
+    assert before < after  # the fork left file pages behind, the remap brought them back
+    assert abs(after - parent) <= 0.02 * parent + 1024, (before, after, parent)
