@@ -23,7 +23,8 @@ Protocol (a SOCK_SEQPACKET socket pair; one JSON object per message):
 - zygote -> parent, when a worker has exited: {"exited": pid, "returncode": rc} (rc
   as subprocess gives it: negative for a signal). The worker stays a zombie
   (waitid WNOWAIT) until the parent, having killed its process group, sends
-  {"reap": pid}: its PID cannot be reused meanwhile (runner.py does the same).
+  {"reap": pid} (answered {"reaped": pid}): its PID cannot be reused meanwhile
+  (runner.py does the same).
 """
 
 import json
@@ -72,6 +73,7 @@ def serve(sock, framework, parent_pid):
             elif "reap" in request:
                 os.waitpid(request["reap"], 0)
                 live.pop(request["reap"], None)
+                _send(sock, {"reaped": request["reap"]})
         for pid, reported in list(live.items()):
             if not reported:
                 info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -264,11 +266,14 @@ class Zygote:
                 return
 
     def reap(self, pid):
-        """Let the zygote reap an exited worker (its group has been killed)."""
+        """Have the zygote reap an exited worker (its group has been killed) and wait
+        until it has: then its PID and process group are gone, as after Popen.wait()."""
         if not self.dead:
             try:
                 _send(self.sock, {"reap": pid})
-            except OSError:  # it died meanwhile: nothing left to reap
+                while self._receive(timeout=READY_TIMEOUT_S).get("reaped") != pid:
+                    pass
+            except (OSError, ZygoteError):  # it died meanwhile: its children went with it
                 self._died("closed")
         self.live.discard(pid)
         return self.exits.pop(pid, None)
