@@ -81,12 +81,14 @@ def main(args):
         raise ChoiceError(f"--jobs must be at least 1, got {args.jobs}")
 
     start = time.perf_counter()
+    check = functools.partial(run_check, names, fw_names, size, dtypes, modes, device, args.seed, args.timeout,
+                              jobs=args.jobs)
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
-        rows, skipped = run_check(names, fw_names, size, dtypes, modes, device, args.seed, args.timeout, args.keep, args.jobs)
+        rows, skipped = check(args.keep)
     else:
         with tempfile.TemporaryDirectory(prefix="gradmem-check-") as out_dir:
-            rows, skipped = run_check(names, fw_names, size, dtypes, modes, device, args.seed, args.timeout, out_dir, args.jobs)
+            rows, skipped = check(out_dir)
     print(format_table(rows, skipped, size, device))
     failed = [r for r in rows if r.failed]
     ran = [r for r in rows if r.status != "unavailable"]

@@ -281,3 +281,8 @@ def test_an_unavailable_framework_is_listed_and_the_rest_runs(monkeypatch):
 def test_plan_rejects_nothing_it_cannot_name():
     with pytest.raises(ChoiceError):
         check.plan(["chained_dot"], ["mxnet"], "tiny", ["float64"], ["eager"], 0)
+
+
+def test_jobs_below_one_exit_2():
+    done = run_cli("--jobs", "0")
+    assert done.returncode == 2 and "--jobs must be at least 1, got 0" in done.stderr

@@ -62,9 +62,10 @@ class WorkerProcess:
         with open(self.paths["job"], "w", encoding="utf-8") as handle:
             json.dump(self.job, handle)
         self.started = time.monotonic()
-        self.deadline = None if timeout_s is None else self.started + timeout_s
         self.oom_kills_before = failures.oom_kills()
         zygote = zygotes.zygote_for(job, env, python) if zygotes is not None else None  # may import (seconds)
+        # the timeout counts from the worker's start, not from its zygote's imports
+        self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
         # Registered before a signal can cut in: the handler kills every registered
         # group (interrupts.py), and a worker it does not know of would run on.
         with interrupts.deferred(), open(self.paths["log"], "wb") as log:
