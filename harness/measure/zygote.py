@@ -17,7 +17,8 @@ threads before and after the preload); where a preload started threads, or faile
 the zygote says why and the pool spawns that framework's workers as before.
 
 Protocol (a SOCK_SEQPACKET socket pair; one JSON object per message):
-- zygote -> parent, once: {"ready": {"modules": [...], "import_s": s}} or {"failed": reason}
+- zygote -> parent, once: {"ready": {"modules": [...], "import_s": s, "file_pages": n}} or
+  {"failed": reason}
 - parent -> zygote: {"fork": [job, result]} with two file descriptors (the worker's
   stdin and its log, which becomes stdout and stderr); reply {"forked": pid}
 - zygote -> parent, when a worker has exited: {"exited": pid, "returncode": rc} (rc
