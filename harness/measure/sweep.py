@@ -302,7 +302,7 @@ def _run(todo, args):
     finally:
         if executor is not None:
             executor.cancel_all()  # no worker outlives the sweep (nothing runs after a normal end)
-            executor.close()  # a Ray connection (and the cluster it started)
+            executor.close()  # the zygotes; or a Ray connection (and the cluster it started)
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     progress.done()

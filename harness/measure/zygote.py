@@ -14,7 +14,8 @@ worker stands after its imports, before `load()`, the runtime warm-up and the ba
 A zygote only imports: no framework's runtime, thread pool or device has started, so
 the fork copies a process with nothing in flight. It checks that (the number of its
 threads before and after the preload); where a preload started threads, or failed,
-the zygote says why and the pool spawns that framework's workers as before.
+the zygote tells the pool why (`Zygote.failed`; not yet in the record) and the pool
+spawns that framework's workers as before.
 
 Protocol (a SOCK_SEQPACKET socket pair; one JSON object per message):
 - zygote -> parent, once: {"ready": {"modules": [...], "import_s": s, "file_pages": n}} or
@@ -50,6 +51,9 @@ def serve(sock, framework, parent_pid):
 
     worker._end_with_parent(parent_pid)
     ready = _preload(framework)
+    if "ready" in ready:
+        file_pages = resident_file_pages()  # what each worker maps again (below)
+        ready["ready"]["file_pages"] = sum(length for _, length in file_pages) // PAGE
     _send(sock, ready)
     if "failed" in ready:
         return
@@ -68,7 +72,7 @@ def serve(sock, framework, parent_pid):
                 return  # the parent is done with us
             request = json.loads(message)
             if "fork" in request:
-                pid = _fork(request["fork"], fds, [sock.fileno(), wake_r, wake_w])
+                pid = _fork(request["fork"], fds, [sock.fileno(), wake_r, wake_w], file_pages)
                 live[pid] = False
                 _send(sock, {"forked": pid})
             elif "reap" in request:
@@ -105,10 +109,7 @@ def _preload(framework):
     if _threads() != before:
         return {"failed": f"importing {', '.join(modules)} started {_threads() - before} thread(s): "
                           "a fork would copy a process with threads in flight"}
-    global _FILE_PAGES
-    _FILE_PAGES = resident_file_pages()
-    pages = sum(length for _, length in _FILE_PAGES) // PAGE
-    return {"ready": {"modules": modules, "import_s": round(import_s, 4), "file_pages": pages}}
+    return {"ready": {"modules": modules, "import_s": round(import_s, 4)}}
 
 
 # ---- resident file pages -------------------------------------------------------------------
@@ -123,7 +124,6 @@ def _preload(framework):
 # else: it starts where a spawned worker stands after the same imports.
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MADV_POPULATE_READ = 22  # Linux >= 5.14
-_FILE_PAGES = []  # [(address, length)] of the zygote's resident file-backed pages
 
 
 def resident_file_pages(pid="self"):
@@ -163,7 +163,7 @@ def _threads():
     return len(os.listdir("/proc/self/task"))
 
 
-def _fork(paths, fds, close):
+def _fork(paths, fds, close, file_pages):
     stdin_fd, log_fd = fds
     sys.stdout.flush()
     sys.stderr.flush()
@@ -183,7 +183,7 @@ def _fork(paths, fds, close):
         os.dup2(log_fd, 2)
         for fd in (stdin_fd, log_fd, *close):
             os.close(fd)
-        os.environ["GRADMEM_WORKER_START"] = "fork" if _map_file_pages(_FILE_PAGES) else "fork (file pages not remapped)"
+        os.environ["GRADMEM_WORKER_START"] = "fork" if _map_file_pages(file_pages) else "fork (file pages not remapped)"
         from harness.measure import worker
 
         code = worker.main(list(paths), parent_pid=zygote)
