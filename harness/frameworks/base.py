@@ -55,6 +55,8 @@ class Adapter:
     dtype_note = ""
     #: what "compiled" means here, for the docs and `list` (e.g. "jax.jit")
     compiled_as = ""
+    #: what "eager" runs, for the record's `step_program` (`step_program()`)
+    eager_as = "the framework's own autodiff, each op run as it is called"
     #: remat strategies load() accepts, spelled as on the command line ("native",
     #: "native:reentrant"); "none" is the plain op set
     remats = ("none",)
@@ -164,14 +166,52 @@ class Adapter:
 
         `forward(params, inputs) -> state` computes the loss and keeps what backward
         needs; `backward(state) -> grads`. `loss_of(state)` gives the loss. Return
-        None where the framework cannot split a compiled gradient (the phases are then
-        measured as one).
-        """
+        None where the cell's step is one program (the phases are then measured as
+        one): where the framework cannot split it, and in compiled mode wherever its
+        users write one program for the step (``jax.jit(jax.value_and_grad(f))``):
+        a split would be a different program, with every residual materialised between
+        two compiled halves. A compiled step stays split only where the framework runs
+        forward and backward as two programs itself (torch.compile's AOTAutograd)."""
         return None
 
     def loss_of(self, state):
         """The loss held by a `split_vjp` forward state."""
         return state[0]
+
+    def step_program(self, mode, split):
+        """What a cell's step runs, in words, for the record's ``step_program``: the
+        program (`compiled_as` or `eager_as`) and whether the harness called it as one
+        call returning the loss and the gradients or as a forward and a backward call
+        (`split_vjp`). A compiled step is split only where the framework itself runs
+        forward and backward as two programs (torch.compile, Paddle's to_static)."""
+        program = self.compiled_as if mode == "compiled" else self.eager_as
+        calls = ("a forward call, then a backward call (phases measured apart)" if split
+                 else "one call returns the loss and the gradients (no phase split)")
+        return f"{program}: {calls}"
+
+    # ---- buffer caches (MLX, tinygrad): the memory pass measures what a step needs --
+    def buffer_cache_off(self):
+        """Turn off, for the memory pass, a cache of freed buffers that later steps are
+        served from, so the step peak is what a step allocates, as in every other row;
+        return what was turned off, in words, or None where there is no such cache.
+        Called once after `load()`, before the baseline."""
+        return None
+
+    def buffer_cache_on(self):
+        """Undo `buffer_cache_off` (to count what the cache holds between steps)."""
+
+    def step_held_bytes(self):
+        """(bytes, page kind, method) of the buffers a compiled step allocates once and
+        keeps for every later call (TinyJit's captured buffers): memory the step needs
+        that RSS sees as resident at the step's start. The memory pass counts them in
+        the step peak and out of retained (the footprint is unchanged), with the method
+        named; None where a step keeps nothing of its own between calls."""
+        return None
+
+    def buffer_cache_bytes(self):
+        """(bytes, method) of what the framework's buffer cache and compiled steps hold
+        now, or None where there is no such cache."""
+        return None
 
     def sync(self, tree):
         """Block until every array in `tree` is computed (async dispatch, GPUs)."""

@@ -21,11 +21,13 @@ Modes:
   so compile time grows with loop length (notes/memory.md: 207 s at L=2000).
 
 ``split_vjp``: eager = ``jax.vjp`` (forward, keeping the residuals in the returned VJP
-function) and that function applied to a cotangent of one. Compiled = ``jax.jit`` of
-the forward returning ``(loss, vjp_fn)`` (the VJP function is a pytree whose leaves
-are the residuals, so they leave the compiled forward as its outputs), and a jitted
-backward taking it. Two programs fuse less than one ``jit``: the residuals must be
-materialised between them, as in any forward/backward split.
+function) and that function applied to a cotangent of one. Compiled: None, so a
+compiled cell runs and measures the one program JAX users write,
+``jax.jit(jax.value_and_grad(loss))``, with no phase split. A jitted forward returning
+the VJP's residuals and a jitted backward taking them is a different program: XLA
+must materialise every residual between the two and cannot plan the step as a whole
+(measured on chained_dot small float32: 1.85x the one program's step peak, 99.2 vs
+53.5 MiB; docs/measurement.md).
 
 ``optimizer``: the base class's functional SGD/Adam on the op set (optax is not a
 dependency), run op by op.
@@ -62,7 +64,8 @@ class JaxAdapter(Adapter):
     preload = ()
     distributions = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "jax-cuda13-plugin", "jax-cuda13-pjrt")
     modes = ("eager", "compiled")
-    compiled_as = "jax.jit(jax.value_and_grad(loss))"
+    compiled_as = "jax.jit(jax.value_and_grad(loss)), one XLA program"
+    eager_as = "jax.vjp and its VJP function, no jit: each primitive dispatched as it is traced"
     remats = ("none", *NATIVE_POLICIES)
     # GPU: no 75 % preallocation, so the device holds what JAX uses (NVML figures mean
     # something); BFC stats are unaffected. XLA_PYTHON_CLIENT_ALLOCATOR=platform is
@@ -158,6 +161,8 @@ class JaxAdapter(Adapter):
         import jax
         import jax.numpy as jnp
 
+        if mode == "compiled":
+            return None  # one jax.jit(jax.value_and_grad(loss)): module docstring
         loss = self._bound(loss_fn)
 
         def forward(params, inputs):
@@ -167,9 +172,6 @@ class JaxAdapter(Adapter):
             (grads,) = vjp_fn(jnp.ones_like(value))
             return grads
 
-        if mode == "compiled":
-            forward = jax.jit(forward)
-            backward_of = jax.jit(backward_of)
         return forward, lambda state: backward_of(*state)
 
     # ---- the breakdown's hooks ---------------------------------------------------------

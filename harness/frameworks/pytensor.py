@@ -49,8 +49,12 @@ default mode (Numba), minutes of JIT under FAST_COMPILE.
 PyTensor's canonicalize/stabilize/specialize rewrites (so that using only a tensor's
 shape does not count as saving it). The forward function returns the loss and every
 forward tensor the gradient graph reads (the residuals); the backward function takes
-the params, inputs and residuals and returns the gradients. Each half is compiled in
-the mode's own way, so the two halves may fuse less than the joint function.
+the params, inputs and residuals and returns the gradients. Only eager cells are split:
+FAST_COMPILE runs each op's NumPy ``perform`` in graph order with no fusion, so the two
+halves run the same ops as one function would. A compiled cell is one FAST_RUN
+function returning the loss and the gradients, as PyTensor (and Theano) users write it:
+FAST_RUN's fusion and in-place rewrites work across the whole step, and a split
+would make every residual an output of its own.
 
 Remat: only ``"none"``. PyTensor has no checkpoint API (its graph rewrites decide what
 is kept; OpFromGraph is inlined here): ``checkpoint`` and ``chain`` are the plain call
@@ -84,6 +88,7 @@ class PytensorAdapter(Adapter):
     distributions = ("pytensor", "numpy", "scipy", "numba")
     modes = ("eager", "compiled")
     compiled_as = "pytensor.function, FAST_RUN rewrites, C VM linker (CVM)"
+    eager_as = "pytensor.function in FAST_COMPILE: each op's NumPy perform in the Python VM"
     #: set by the worker before the process imports PyTensor
     environment = {"PYTENSOR_FLAGS": f"base_compiledir={default_compiledir()}"}
 
@@ -159,6 +164,8 @@ class PytensorAdapter(Adapter):
 
     def split_vjp(self, loss_fn, mode="eager"):
         self.check_mode(mode)
+        if mode == "compiled":
+            return None  # one FAST_RUN function for loss and gradients (module docstring)
         compiled = {}
 
         def forward(params, inputs):

@@ -36,6 +36,7 @@ class ReferenceAdapter(Adapter):
     package = None  # gradmem's own engine: its version is the commit, not a release
     modes = ("eager",)
     compiled_as = ""
+    eager_as = "gradmem's engine: a tape recorded op by op, then its backward walk"
     # native = the engine's own checkpoint on the marked segments (what sqrt does too);
     # revolve takes its snapshot count: revolve:S. See harness/engine/remat.py.
     remats = ("none", "native", "sqrt", "revolve:S", "articulation")

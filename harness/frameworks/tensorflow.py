@@ -64,6 +64,7 @@ class TensorflowAdapter(Adapter):
     package = "tensorflow-cpu"  # a pinned version: the CPU wheel, as pyproject's extra
     modes = ("eager", "compiled")
     compiled_as = "tf.function(gradient step), jit_compile=False"
+    eager_as = "tf.GradientTape: the loss op by op under the tape, then tape.gradient"
     remats = ("none", "native")
     # The breakdown's saved activations: a GradientTape has no public way to list the
     # tensors it keeps, so the breakdown takes the resident bytes live at the end of

@@ -62,6 +62,7 @@ class TorchAdapter(Adapter):
     distributions = ("torch",)
     modes = ("eager", "compiled")
     compiled_as = "torch.compile(loss, dynamic=False): Inductor (C++ on CPU), AOTAutograd backward"
+    eager_as = "torch autograd: the loss computed op by op, then torch.autograd.grad"
     remats = ("none", "native", "native:reentrant")
     # torch reads no allocator setting at start-up on CPU. On CUDA the caching
     # allocator's defaults are what users run (PYTORCH_CUDA_ALLOC_CONF left unset).

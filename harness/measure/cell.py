@@ -164,6 +164,8 @@ class CellRunner:
         else:
             ref_path, ref_note = self.reference.get(reference_key(cell), (None, "no reference gradient computed"))
         state.prov["reference_gradient"] = ref_note
+        # when the cell's first pass is handed out (the plan is made for every cell at once)
+        state.prov["started_at"] = provenance.now_iso()
         env, recorded = self._environment(state.adapter, "memory")
         env, state.prov["env"] = state.env_of(env) if state.env_of else env, recorded
         job = dict(
@@ -183,6 +185,7 @@ class CellRunner:
     def memory_done(self, state, outcome):
         """None when the time pass may follow, else the cell's (failed) record."""
         state.memory = outcome
+        state.prov["finished_at"] = provenance.now_iso()
         state.prov["worker_wall_s"] = {"memory": round(outcome.wall_s, 3)}
         _note_node(state.prov, outcome, "memory")
         if not outcome.ok:
@@ -204,6 +207,7 @@ class CellRunner:
 
     def time_done(self, state, outcome):
         """The cell's record."""
+        state.prov["finished_at"] = provenance.now_iso()
         state.prov["worker_wall_s"]["time"] = round(outcome.wall_s, 3)
         _note_node(state.prov, outcome, "time")
         if not outcome.ok:
@@ -254,6 +258,8 @@ class CellRunner:
             timeline=timeline.build(memory.sampler, memory.marks) if memory.sampler else None,
             # additions to the schema (keys may be added):
             step_kind=m.get("step_kind"),
+            step_program=m.get("step_program"),
+            buffer_cache=m.get("buffer_cache"),
             first_step_time_s=t.get("first_step_time_s"),
             time_samples_s=t.get("time_samples_s"),
             time_min_s=t.get("time_min_s"),

@@ -1,18 +1,23 @@
 """One pass of one cell in a fresh process: ``python -m harness.measure.worker JOB RESULT``.
 
-JOB is a JSON file written by the parent (harness/measure/jobs.py); RESULT is where
+JOB is a JSON file written by the parent (harness/measure/runner.py); RESULT is where
 this process writes its JSON answer (atomically). The parent starts the interpreter
 with the environment already set (malloc threshold, thread counts, the adapter's
 `environment`), because several of those are read only at start-up.
 
 Kinds of job:
 
-- ``memory``: build, settle, baseline; the cold first step, measured; the gradient
+- ``memory``: build; a framework's buffer cache off where it serves steps from one
+  (MLX, tinygrad: `Adapter.buffer_cache_off`); settle, baseline; the cold first step,
+  measured; the gradient
   check (outside every measured window); warm-up steps; the steady state, the median
   of 3 measured steps, each as retained (resident at its start above the baseline),
   step peak (above its start) and footprint (their sum); one unmeasured step with the
-  adapter's counting hooks for the breakdown (harness/measure/breakdown.py); then, for
-  NumPy-based engines, one more step under tracemalloc.
+  adapter's counting hooks for the breakdown (harness/measure/breakdown.py); where the
+  cache was off, two more steps with it on and the framework's count of what it holds
+  (the record's ``buffer_cache``); then, for NumPy-based engines, one more step under
+  tracemalloc. Buffers a compiled step keeps for itself between calls (TinyJit's:
+  `Adapter.step_held_bytes`) are counted in its step peak, not in retained.
 - ``time``: the cold first step timed (`compile_s`: trace/compile/first-call costs),
   warm-up steps, then timed steps until the median is known well enough or the budget
   is spent (harness/measure/timing.py): median, minimum, IQR, CPU time per phase, and
@@ -133,6 +138,7 @@ def _prepare(job, marks):
         "plan_s": plan_s,
         "settings": _jsonable(adapter.settings()),
         "step_kind": step.kind,
+        "step_program": adapter.step_program(cell["mode"], step.kind == "split"),
         "order": getattr(adapter, "order", None),
     }
     return adapter, problem, step, info
@@ -154,6 +160,10 @@ def memory_pass(job, marks):
     device = DeviceMeter.for_adapter(adapter, cell["device"])
     rss = probes.RssProbe()
     meter = MemoryMeter(rss, marks, device)
+    # A framework that serves steps from freed buffers it keeps (MLX, tinygrad) is
+    # measured with that cache off, so the step peak is what a step needs, as in every
+    # other row; what the cache holds is counted after the measured steps.
+    cache_off = adapter.buffer_cache_off()
 
     probes.settle()
     marks.mark("baseline")
@@ -188,6 +198,9 @@ def memory_pass(job, marks):
         samples.append(meter.figures())
         if device is not None:
             samples[-1]["device"] = device.figures()
+    held = adapter.step_held_bytes()
+    if held is not None:  # buffers a compiled step keeps for itself (TinyJit): its own
+        samples = [_count_held_in_step(sample, *held[:2]) for sample in samples]
     steady = median_step(samples)
     device_memory = steady.pop("device", None)
     if device_memory is not None:
@@ -198,6 +211,7 @@ def memory_pass(job, marks):
     settle_and_reset(rss)
     marks.mark("breakdown")
     breakdown_bytes, breakdown_method = breakdown.assemble(breakdown.count(adapter, step), steady)
+    buffer_cache = _buffer_cache(adapter, step, cache_off, held) if cache_off else None
 
     traced = None
     if job.get("tracemalloc"):
@@ -218,6 +232,7 @@ def memory_pass(job, marks):
         "first_step_live_bytes": first["live_bytes"],
         "breakdown_bytes": breakdown_bytes,
         "breakdown_method": breakdown_method,
+        "buffer_cache": buffer_cache,
         "bound_bytes": problem.bound_bytes,
         "tracemalloc_peak_bytes": traced,
         "device_memory": device_memory,
@@ -231,6 +246,39 @@ def memory_pass(job, marks):
 
 #: the figures of one measured step kept per sample (the record's steady_samples)
 STEP_FIGURES = ("retained_bytes", "retained_detail_bytes", "peak_bytes", "footprint_bytes")
+
+
+def _count_held_in_step(sample, held_bytes, kind):
+    """A measured step's figures with the buffers its compiled program keeps for itself
+    (resident at the step's start, so RSS filed them under retained) moved into every
+    phase's step peak; the footprint is unchanged."""
+    sample = {**sample, "peak_bytes": {k: v + held_bytes for k, v in sample["peak_bytes"].items()}}
+    sample["retained_bytes"] -= held_bytes
+    detail = dict(sample.get("retained_detail_bytes") or {})
+    if detail:
+        detail[kind] = detail.get(kind, 0) - held_bytes
+        sample["retained_detail_bytes"] = detail
+    return sample
+
+
+def _buffer_cache(adapter, step, cache_off, step_held):
+    """What the buffer cache (and a compiled step's kept buffers) hold between steps when
+    the framework runs as its users run it: the cache turned on again, two unmeasured
+    steps, then the framework's own count. Measured after every measured figure."""
+    from harness.measure.phases import NullMeter
+
+    adapter.buffer_cache_on()
+    for _ in range(2):
+        step.run(NullMeter())
+    held, method = adapter.buffer_cache_bytes()
+    found = {
+        "memory_pass": cache_off,
+        "held_bytes": int(held),
+        "held_method": f"{method}, after two steps with the cache on (after the measured steps)",
+    }
+    if step_held is not None:  # counted in the step peak, not in retained
+        found["step_held_bytes"], _, found["step_held_method"] = int(step_held[0]), *step_held[1:]
+    return found
 
 
 def _traced_step(step, rss):

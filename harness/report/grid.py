@@ -34,15 +34,20 @@ def _ok_cell(record, scale):
     retained = rec.metric(record, "retained_bytes")
     first = rec.metric(record, "first_step_peak_bytes", "total")
     seconds = rec.metric(record, "time_s", "total")
+    cache = (record.get("buffer_cache") or {}).get("held_bytes")
     lines = [
         f'<div class="peak">{esc(human_bytes(peak))}'
         f'<span class="retained"> + {esc(human_bytes(retained))} retained</span></div>',
+        (f'<div class="cache" title="{esc((record.get("buffer_cache") or {}).get("memory_pass", ""))}">'
+         f'+ {esc(human_bytes(cache))} buffer cache (off while measured)</div>') if cache is not None else "",
         f'<div class="ratio">{esc(human_ratio(ratio))} bound</div>' if ratio is not None else "",
         f'<div class="first">first step {esc(human_bytes(first))}</div>' if first is not None else "",
         _time_line(record, seconds),
         split.render(record, scale),
     ]
-    return f'<td class="cell status-ok" data-ratio="{ratio if ratio is not None else ""}"{style}>{"".join(lines)}</td>'
+    program = f' title="step program: {esc(record["step_program"])}"' if record.get("step_program") else ""
+    return (f'<td class="cell status-ok" data-ratio="{ratio if ratio is not None else ""}"{style}{program}>'
+            f'{"".join(lines)}</td>')
 
 
 def _time_line(record, seconds):
@@ -91,7 +96,15 @@ MEANING = (
     "resident when it started. <b>Retained</b> is what the framework keeps between steps "
     "(compiled executables, caches, allocator pools, optimizer state): resident at the step's "
     "start above the baseline taken before the first step. Their sum is the <b>footprint</b>, "
-    "what the process needs above its inputs; the colour and the ratio to the bound use the step peak."
+    "what the process needs above its inputs; the colour and the ratio to the bound use the step peak. "
+    "A <b>compiled</b> cell measures the program that framework's users write: one program for the "
+    "whole step where they write one (<code>jax.jit(jax.value_and_grad(f))</code>, a "
+    "<code>tf.function</code>, one PyTensor function, <code>mx.compile</code>, <code>TinyJit</code>), "
+    "so it has no forward/backward split; torch.compile and Paddle's to_static run forward and backward "
+    "as two programs themselves (hover a cell for its step program). MLX and tinygrad serve steps from "
+    "freed buffers they keep: their memory passes run with that <b>buffer cache</b> off, so their step "
+    "peak is what a step allocates, as in every other row, and what the cache holds between steps when "
+    "on is shown beside it."
 )
 
 

@@ -19,6 +19,7 @@ table.grid td.cell { min-width: 7.5em; text-align: center; }
 td.cell .noisy { color: #a35a00; font-style: italic; }
 td.cell .peak { font-weight: 600; } td.cell .ratio, td.cell .time, td.cell .first { font-size: 12px; }
 td.cell .retained { font-weight: 400; font-size: 12px; color: #444; }
+td.cell .cache { font-size: 12px; color: #444; }
 td.cell .split { margin-top: 3px; line-height: 0; } td.cell .unseen { font-size: 10px; color: #666; }
 .meaning { max-width: 60em; }
 td.cell .message, td.message { font-size: 11px; color: #444; max-width: 22em; overflow-wrap: anywhere; }

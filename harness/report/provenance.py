@@ -13,6 +13,7 @@ from harness.report.fmt import esc
 
 PER_CELL_WHEN_MORE_THAN = 3  # distinct values: more means a per-cell measurement
 FIRST = ("git_commit", "machine", "python", "threads", "seed")
+WHEN = ("started_at", "finished_at")  # shown once, as the span the cells were measured in
 
 
 def _text(value):
@@ -30,7 +31,7 @@ def collect(records):
             if key in ("versions", "env") and isinstance(value, dict):
                 for name, item in value.items():
                     fields[f"{key}.{name}"][_text(item)] += 1
-            elif key != "started_at":
+            elif key not in WHEN:
                 fields[key][_text(value)] += 1
     return fields
 
@@ -43,15 +44,27 @@ def _row(key, counts):
     return f"<tr><th>{esc(key)}</th><td>{value}</td></tr>"
 
 
+def measured_span(records):
+    """"FIRST START … LAST FINISH" of the cells (records before finished_at was kept
+    give their start times only, and the text says so), or None."""
+    def times(key):
+        return sorted(str(r["provenance"][key]) for r in records
+                      if isinstance(r.get("provenance"), dict) and r["provenance"].get(key))
+
+    started, finished = times("started_at"), times("finished_at")
+    if not started:
+        return None
+    if finished:
+        return f"{started[0]} … {max(finished[-1], started[-1])} (first cell started … last finished)"
+    return f"{started[0]} … {started[-1]} (first … last cell started)"
+
+
 def render(records, files):
     fields = collect(records)
-    started = sorted(
-        str(r["provenance"]["started_at"]) for r in records
-        if isinstance(r.get("provenance"), dict) and r["provenance"].get("started_at")
-    )
     rows = [f"<tr><th>result files</th><td>{'<br>'.join(esc(f) for f in files)}</td></tr>"]
-    if started:
-        rows.append(f"<tr><th>started</th><td>{esc(started[0])} … {esc(started[-1])}</td></tr>")
+    span = measured_span(records)
+    if span:
+        rows.append(f"<tr><th>measured</th><td>{esc(span)}</td></tr>")
     ordered = [k for k in FIRST if k in fields] + sorted(k for k in fields if k not in FIRST)
     shared = [k for k in ordered if len(fields[k]) <= PER_CELL_WHEN_MORE_THAN]
     per_cell = [k for k in ordered if len(fields[k]) > PER_CELL_WHEN_MORE_THAN]

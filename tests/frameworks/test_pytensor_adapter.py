@@ -70,11 +70,23 @@ def test_value_and_grad_matches_hand_derived_gradient(adapter):
     np.testing.assert_allclose(grads["W"], grad_w, rtol=tol, atol=tol)
 
 
+def test_a_compiled_step_is_one_function():
+    # FAST_RUN plans the whole step as PyTensor users write it: no forward/backward cut
+    assert frameworks.get("pytensor").load("cpu", "compiled").split_vjp(mlp_loss, "compiled") is None
+
+
+def split_of(adapter, loss):
+    pt_adapter, mode = adapter
+    if mode == "compiled":
+        pytest.skip("compiled cells run one function for loss and gradients: no split")
+    return pt_adapter.split_vjp(loss, mode)
+
+
 def test_split_vjp_agrees_with_value_and_grad(adapter):
     pt_adapter, mode = adapter
+    forward, backward = split_of(adapter, mlp_loss)
     params, inputs, _, _ = mlp_problem("float64")
     loss, grads = pt_adapter.value_and_grad(mlp_loss, mode)(params, inputs)
-    forward, backward = pt_adapter.split_vjp(mlp_loss, mode)
     state = forward(params, inputs)
     np.testing.assert_allclose(pt_adapter.loss_of(state), loss, rtol=1e-14)
     np.testing.assert_allclose(backward(state)["W"], grads["W"], rtol=1e-14)
@@ -99,7 +111,7 @@ def test_split_forward_keeps_exactly_what_the_chain_rule_needs(adapter):
     pt_adapter, mode = adapter
     problem = build("chained_dot", "tiny", "float64")
     D, L = 32, 5
-    forward, backward = pt_adapter.split_vjp(problem.loss, mode)
+    forward, backward = split_of(adapter, problem.loss)
     state = forward(problem.params, problem.inputs)
     residuals = state[1]
     assert sum(r.nbytes for r in residuals) == (L - 1) * D * D * 8

@@ -1,0 +1,91 @@
+"""What a cell's step runs, and what its step peak means (issue 24).
+
+A compiled cell measures the one program its framework's users write: JAX's
+``jax.jit(jax.value_and_grad(f))``, a ``tf.function``, one PyTensor function,
+``mx.compile``, ``TinyJit``; torch.compile and Paddle's to_static run forward and
+backward as two programs themselves, so theirs stay split. MLX and tinygrad serve
+steps from freed buffers they keep: their memory passes run with that cache off, so
+the step peak is what a step allocates, as in every other row."""
+
+import pytest
+
+from harness import frameworks, workloads
+from harness.measure import environment
+from harness.measure.phases import Step
+from harness.measure.runner import run_worker
+
+ONE_PROGRAM = ("jax", "tensorflow", "pytensor", "mlx", "tinygrad")
+TWO_PROGRAMS = ("torch",)  # paddle's to_static too: its tests run in their own process
+
+
+def loaded(name, mode):
+    adapter = frameworks.get(name)
+    ok, why = adapter.available()
+    if not ok:
+        pytest.skip(why)
+    return adapter.load("cpu", mode)
+
+
+def step_of(adapter, mode):
+    problem = workloads.build("chained_dot", "tiny", "float32")
+    params, inputs = adapter.from_numpy(problem.params), adapter.from_numpy(problem.inputs)
+    return Step(adapter, problem.loss, params, inputs, mode)
+
+
+@pytest.mark.parametrize("name", ONE_PROGRAM)
+def test_a_compiled_step_is_the_one_program_users_write(name):
+    adapter = loaded(name, "compiled")
+    step = step_of(adapter, "compiled")
+    assert step.kind == "joint" and step.phases() == ["gradient"]
+    program = adapter.step_program("compiled", split=False)
+    assert program.startswith(adapter.compiled_as) and "one call" in program
+
+
+@pytest.mark.parametrize("name", TWO_PROGRAMS)
+def test_frameworks_that_split_forward_and_backward_themselves_stay_split(name):
+    adapter = loaded(name, "compiled")
+    assert step_of(adapter, "compiled").kind == "split"
+
+
+def test_jax_eager_keeps_its_phases():
+    # eager JAX runs jax.vjp then the VJP function: two calls users make too
+    assert step_of(loaded("jax", "eager"), "eager").kind == "split"
+
+
+# ---- the lazy rows' step peak against the bound ---------------------------------------
+# chained_dot keeps z_1 .. z_{L-1}, each (D, cols), for x's gradient: the bound. At tiny
+# (D=32, L=5) with cols=16384 that is 4 arrays of 2 MiB = 8 MiB, far above the RSS
+# figure's ~0.25 MiB grain, while the step still takes milliseconds. Neither MLX nor
+# tinygrad recomputes a matmul chain, so a step that allocates what it needs peaks at
+# no less than the bound; served from their caches it read 0.0-0.5 MiB (0.01x) before.
+COLS = 16384
+
+
+def memory_pass(framework, mode, tmp_path):
+    adapter = frameworks.get(framework)
+    ok, why = adapter.available()
+    if not ok:
+        pytest.skip(why)
+    cell = {"workload": "chained_dot", "size": "tiny", "dtype": "float32", "framework": framework,
+            "mode": mode, "device": "cpu", "batch": COLS}
+    env, _ = environment.worker_environment(adapter, "memory")
+    job = {"kind": "memory", "cell": cell, "seed": 0, "warmup": 1}
+    outcome = run_worker(job, env, str(tmp_path), f"memory-{framework}-{mode}", timeout_s=600)
+    assert outcome.ok, outcome.message
+    return outcome.result
+
+
+@pytest.mark.parametrize("framework", ["mlx", "tinygrad"])
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+def test_lazy_rows_step_peak_is_at_least_the_bound(framework, mode, tmp_path):
+    result = memory_pass(framework, mode, tmp_path)
+    bound = workloads.bound_bytes("chained_dot", "tiny", "float32", batch=COLS)
+    assert result["peak_bytes"]["total"] >= 0.95 * bound, (result["peak_bytes"], bound)
+    cache = result["buffer_cache"]
+    assert "off" in cache["memory_pass"]
+    # With the cache on, what one step frees is kept for the next: at least one of the
+    # (D, cols) arrays it made (z_i, or the JIT's buffers for TinyJit).
+    assert cache["held_bytes"] >= 32 * COLS * 4, cache
+    if framework == "tinygrad" and mode == "compiled":
+        # TinyJit's own buffers are counted into the step, named in the record
+        assert cache["step_held_bytes"] >= 32 * COLS * 4 and "TinyJit" in cache["step_held_method"], cache
