@@ -72,8 +72,12 @@ class AutogradAdapter(Adapter):
         strategy, _ = self.check_remat(remat)
         if device != "cpu":
             raise Unavailable("HIPS autograd computes with NumPy on the CPU; it has no CUDA support")
+        era = api_era()  # before the first import of autograd (the 2017 API needs a shim on 3.11)
         self._settings = fix_numpy_blas_threads()
         self._settings["remat"] = "native (autograd.checkpoint)" if strategy == "native" else "none"
+        self._settings["autograd.api"] = ERA_TEXT[era]
+        if era == ERA_2017:
+            self._settings["autograd.api_shims"] = ERA_2017_SHIMS
         self.ops = _make_ops()
         if strategy == "native":
             import autograd
@@ -84,6 +88,15 @@ class AutogradAdapter(Adapter):
 
     def settings(self):
         return dict(getattr(self, "_settings", {}))
+
+    def commit_requirements(self, repo, commit):
+        """(name, pins) of the environment a commit of autograd's repository needs, or
+        None for today's pins: a 2017 commit (no autograd/extend.py) gets ERA_2017_PINS."""
+        import subprocess
+
+        done = subprocess.run(["git", "-C", repo, "cat-file", "-e", f"{commit}:autograd/extend.py"],
+                              capture_output=True)
+        return None if done.returncode == 0 else ("2017", ERA_2017_PINS)
 
     def devices(self):
         return ["cpu"]
@@ -112,9 +125,11 @@ class AutogradAdapter(Adapter):
         backward seeds it with a one of the loss's dtype."""
         self.check_mode(mode)
         from autograd import make_vjp
-        from autograd.extend import vspace
 
         ops = self.ops
+        if api_era() == ERA_2017:
+            return _split_vjp_2017(make_vjp, ops, loss_fn)
+        from autograd.extend import vspace
 
         def forward(params, inputs):
             vjp, loss = make_vjp(lambda p: loss_fn(ops, p, inputs))(params)
@@ -145,7 +160,8 @@ def fix_numpy_blas_threads(count=None):
     libs = sorted(glob.glob(os.path.join(os.path.dirname(numpy.__file__) + ".libs", "lib*openblas*.so*")))
     for path in libs:
         lib = ctypes.CDLL(path)
-        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "")):
+        # NumPy 2 bundles scipy_openblas64_; NumPy 1.23 (2017 autograd's era) openblas64_
+        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"), ("openblas", "")):
             setter = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
             getter = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
             if setter is not None and getter is not None:
@@ -159,9 +175,13 @@ def fix_numpy_blas_threads(count=None):
 def _make_ops():
     """The op-set namespace; built on first load so importing this module stays cheap."""
     import autograd.numpy as anp
-    from autograd.scipy.special import expit, logsumexp
 
-    where, amax = _dtype_preserving_primitives()
+    if api_era() == ERA_2017:
+        expit, logsumexp, where, amax = _era_2017_ops(anp)
+    else:
+        from autograd.scipy.special import expit, logsumexp
+
+        where, amax = _dtype_preserving_primitives()
 
     def mean(x, axis=None, keepdims=False):
         # sum / Python int: autograd's own mean VJP divides by an int64 (float64 grads).
@@ -290,3 +310,91 @@ def _dtype_preserving_primitives():
 
     defvjp(amax, amax_vjp)
     return where, amax
+
+
+# ---- autograd's API eras -------------------------------------------------------------
+# HIPS autograd #219 (May 2017) measured autograd at 3d018e8; `harness bisect --repo`
+# and tools/asv_framework.py install such commits. Until autograd.extend appeared (1.2,
+# Nov 2017) primitives were `autograd.core.primitive` objects whose VJPs were
+# registered as `fun.defvjp(lambda g, ans, vs, gvs, *args: ..., argnum=i)`, make_vjp
+# returned the output *node* (not its value), vspaces had no ones(), and
+# autograd.scipy.special had no expit (logsumexp sat in scipy.misc, gone in SciPy 1.3).
+# The era is read from the installed package's files, without importing it: a 2017
+# autograd does not import on Python 3.11 until inspect.getargspec is restored.
+ERA_EXTEND, ERA_2017 = "extend", "2017"
+ERA_TEXT = {
+    ERA_EXTEND: "autograd.extend (1.2+): primitive/defvjp(fun, *vjpmakers)",
+    ERA_2017: "2017 autograd.core: primitive objects, fun.defvjp(g, ans, vs, gvs, ...); make_vjp returns the node",
+}
+# The newest releases a 2017 autograd imports with on Python 3.11, resolved by trying
+# (docs/seeds.md): NumPy 1.24 removed np.int (2017's numpy_wrapper uses it), so 1.23.5;
+# SciPy 1.15.3 is the newest that accepts NumPy 1.23.5 (1.16 needs >= 1.25.2); future
+# (2017's core imports future.utils) 1.0.0. gradmem's own code runs on NumPy 1.23.
+ERA_2017_PINS = ("numpy==1.23.5", "scipy==1.15.3", "future==1.0.0")
+ERA_2017_SHIMS = (
+    "inspect.getargspec restored from getfullargspec (removed in Python 3.11; imported by 2017's "
+    "convenience_wrappers); expit and logsumexp built from autograd.numpy primitives (2017's "
+    "autograd.scipy.special has no expit; its logsumexp needs scipy.misc.logsumexp, gone in SciPy 1.3); "
+    "where and max are autograd's own (2017's VJPs, under NumPy 1.x casting)"
+)
+
+
+def api_era():
+    """ERA_EXTEND or ERA_2017 for the autograd on the path (no import of it); installs
+    the Python 3.11 shim a 2017 autograd needs before it is imported."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("autograd")
+    if spec is None or not spec.submodule_search_locations:
+        return ERA_EXTEND  # not installed: load() fails on import with autograd's own error
+    package = list(spec.submodule_search_locations)[0]
+    if os.path.exists(os.path.join(package, "extend.py")):
+        return ERA_EXTEND
+    _restore_getargspec()
+    return ERA_2017
+
+
+def _restore_getargspec():
+    import collections
+    import inspect
+
+    if hasattr(inspect, "getargspec"):
+        return
+    arg_spec = collections.namedtuple("ArgSpec", "args varargs keywords defaults")
+
+    def getargspec(func):
+        full = inspect.getfullargspec(func)
+        return arg_spec(full.args, full.varargs, full.varkw, full.defaults)
+
+    inspect.getargspec = getargspec
+
+
+def _era_2017_ops(anp):
+    """expit, logsumexp, where, max for a 2017 autograd, from its numpy primitives."""
+
+    def expit(x):
+        return 1.0 / (1.0 + anp.exp(-x))
+
+    def logsumexp(x, axis=-1, keepdims=False):
+        top = anp.max(x, axis=axis, keepdims=True)  # stop-free: the max's VJP cancels out
+        out = anp.log(anp.sum(anp.exp(x - top), axis=axis, keepdims=True)) + top
+        return out if keepdims else anp.squeeze(out, axis=axis)
+
+    return expit, logsumexp, anp.where, anp.max
+
+
+def _split_vjp_2017(make_vjp, ops, loss_fn):
+    """forward/backward on 2017's make_vjp: it returns (vjp, end_node); the loss is the
+    node's value, and the seed a one of its vspace (2017 vspaces have no ones())."""
+    import numpy as onp
+    from autograd.core import getval
+
+    def forward(params, inputs):
+        vjp, end = make_vjp(lambda p: loss_fn(ops, p, inputs))(params)
+        return (getval(end), vjp)
+
+    def backward(state):
+        loss, vjp = state
+        return vjp(onp.ones_like(loss)[()])
+
+    return forward, backward

@@ -101,7 +101,13 @@ def environment(adapter, repo, commit, build_hook=None):
         )
     pins = envs.runtime_pins(also=adapter.adapter_requires)
     dists = adapter.distributions + tuple(adapter.adapter_requires)
-    base = envs.build(f"{adapter.name}-commit-base", pins, dists=dists)
+    base_name = f"{adapter.name}-commit-base"
+    # an adapter may name an older era's requirements (2017 autograd: NumPy 1.23, future)
+    era = getattr(adapter, "commit_requirements", lambda repo, commit: None)(repo, commit)
+    if era is not None:
+        base_name, pins = f"{base_name}-{era[0]}", list(era[1])
+        dists = dists + tuple(p.split("==")[0] for p in era[1] if p.split("==")[0] not in dists)
+    base = envs.build(base_name, pins, dists=dists)
 
     def install_commit(python, site, log):
         scratch = tempfile.mkdtemp(prefix="gradmem-commit-")
