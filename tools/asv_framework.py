@@ -45,6 +45,14 @@ def parse_args(argv):
     parser.add_argument("--devices", default="cpu", help="cpu,cuda (default cpu)")
     parser.add_argument("--optimizer", default="none", help="sgd|adam|none (default none)")
     parser.add_argument(
+        "--requirements-of", default=None, metavar="REV",
+        help="pin the requirements the adapter names for commit REV's era (2017 autograd: NumPy 1.23.5, "
+        "SciPy 1.15.3, future) instead of this environment's versions",
+    )
+    parser.add_argument(
+        "--results-dir", default=None, help="where asv keeps results (default DIR/results; e.g. a committed results/ folder)",
+    )
+    parser.add_argument(
         "--build-command", default="python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}",
         help="asv build_command turning a checkout into a wheel (default: pip wheel with the project's own backend)",
     )
@@ -82,7 +90,13 @@ def config(args, branch, wheel):
     work = os.path.abspath(args.dir)
     workload_list = ",".join(choices.parse_choices("workload", args.workloads, workloads.NAMES))
     adapter = frameworks.get(args.framework)  # gradmem's and the adapter's requirements, as installed here
-    pins = {p.split("==")[0]: [p.split("==")[1]] for p in envs.runtime_pins(also=adapter.adapter_requires) if "==" in p}
+    requirements = envs.runtime_pins(also=adapter.adapter_requires)
+    era = None
+    if args.requirements_of and hasattr(adapter, "commit_requirements"):
+        era = adapter.commit_requirements(args.repo, args.requirements_of)
+    if era is not None:  # an older era's pins replace this environment's (asv: one env for the range)
+        requirements = list(era[1])
+    pins = {p.split("==")[0]: [p.split("==")[1]] for p in requirements if "==" in p}
     return {
         "version": 1,
         "project": args.framework,
@@ -112,7 +126,7 @@ def config(args, branch, wheel):
         "build_cache_size": 8,
         "benchmark_dir": os.path.join(PROJECT, "benchmarks"),
         "env_dir": os.path.join(work, "env"),
-        "results_dir": os.path.join(work, "results"),
+        "results_dir": os.path.abspath(args.results_dir) if args.results_dir else os.path.join(work, "results"),
         "html_dir": os.path.join(work, "html"),
         "launch_method": "forkserver",
         "default_benchmark_timeout": 1800,
