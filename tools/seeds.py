@@ -123,6 +123,8 @@ def section_pr4746(args):
         return 1
     for record in _records(out):
         print(_timeline_line(record), flush=True)
+    print("backward order on K = 4 uses (gradient hooks, in the order they fired):", flush=True)
+    order_probes(args.frameworks.split(","))
     return 0
 
 
@@ -131,37 +133,86 @@ def _records(path):
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def timeline_at_marks(record):
-    """{mark: RSS above the timeline's first sample, MiB} at each phase mark of the
-    steady step, and the maximum between the backward mark and the next one."""
+def timeline_in_backward(record):
+    """What the RSS timeline (sampled from the parent every 2 ms) says about the steady
+    step: MiB above the steady forward's start at the backward mark, the backward's
+    maximum, and how many >= 0.5 MiB rises before that maximum and falls after it."""
     timeline = record.get("timeline") or {}
-    t, rss, marks = timeline.get("t") or [], timeline.get("rss") or [], timeline.get("marks") or []
-    if not t:
-        return {}
-    base = rss[0]
-    found = {}
-    for i, mark in enumerate(marks):
-        name, at = (mark.get("name"), mark.get("t")) if isinstance(mark, dict) else (mark[0], mark[1])
-        following = [m for m in marks[i + 1:]]
-        end = (following[0].get("t") if following and isinstance(following[0], dict)
-               else following[0][1] if following else t[-1])
-        inside = [r for x, r in zip(t, rss) if at <= x <= end]
-        found[name] = ((inside[0] - base) / MIB if inside else None, (max(inside) - base) / MIB if inside else None)
-    return found
+    marks = {name: t for t, name in timeline.get("marks") or []}
+    if "forward" not in marks or "backward" not in marks:
+        return None
+    points = [(t, r) for t, r in zip(timeline["t_s"], timeline["rss_bytes"]) if t >= marks["forward"]]
+    base = points[0][1]
+    backward = [(r - base) / MIB for t, r in points if t >= marks["backward"]]
+    if not backward:
+        return None
+    top = max(range(len(backward)), key=backward.__getitem__)
+    return {
+        "at_backward_start": backward[0], "backward_max": backward[top],
+        "rises": sum(1 for i in range(1, top + 1) if backward[i] - backward[i - 1] >= 0.5),
+        "falls": sum(1 for i in range(top + 1, len(backward)) if backward[i - 1] - backward[i] >= 0.5),
+    }
 
 
 def _timeline_line(record):
-    cell = record.get("cell", record)
     peaks = record.get("peak_bytes") or {}
-    bound = record.get("bound_bytes")
-    label = f"{cell.get('framework')}" + (f" order={cell.get('order')}" if cell.get("order") else "")
-    text = (f"{label:<22} status={record.get('status')} forward {_mib(peaks.get('forward'))} "
-            f"backward {_mib(peaks.get('backward'))} total {_mib(peaks.get('total'))} MiB, "
-            f"bound {_mib(bound)} MiB")
+    label = f"{record.get('framework')}" + (f" order={record.get('order')}" if record.get("order") else "")
+    text = (f"{label:<20} {record.get('status')}: step peak forward {_mib(peaks.get('forward'))}, backward "
+            f"{_mib(peaks.get('backward'))} MiB (bound {_mib(record.get('bound_bytes'))})")
     breakdown_ = record.get("breakdown_bytes") or {}
-    text += " | breakdown: " + ", ".join(f"{k} {_mib(breakdown_.get(k))}"
-                                         for k in ("saved_activations", "gradients", "temporaries"))
+    text += "; breakdown " + ", ".join(f"{k} {_mib(breakdown_.get(k))}" for k in ("saved_activations", "temporaries"))
+    shape = timeline_in_backward(record)
+    if shape:
+        text += (f"; timeline: {shape['at_backward_start']:.1f} MiB live at backward's start, max "
+                 f"{shape['backward_max']:.1f}, {shape['rises']} rises then {shape['falls']} falls")
     return text
+
+
+# The order each framework's backward takes on K = 4 uses of one W (W^T per use), seen
+# through gradient hooks: heap order interleaves dh_k with dWt_k (each W^T gradient is
+# consumed before the next use's is made); breadth-first makes every dh_k first.
+ORDER_PROBES = {
+    "torch": """
+import torch
+order, outs = [], []
+W = torch.randn(8, 8, requires_grad=True)
+for k in range(4):
+    Wt = W.t(); Wt.register_hook(lambda g, k=k: order.append(f"dWt{k}"))
+    h = torch.tanh(torch.randn(3, 8) @ Wt); h.register_hook(lambda g, k=k: order.append(f"dh{k}")); outs.append(h)
+torch.stack(outs).sum().backward()
+print(" ".join(order))
+""",
+    "paddle": """
+import numpy as np, paddle
+paddle.set_device("cpu")
+order, outs = [], []
+W = paddle.to_tensor(np.random.randn(8, 8).astype("float32"), stop_gradient=False)
+for k in range(4):
+    Wt = paddle.transpose(W, [1, 0]); Wt.register_hook(lambda g, k=k: order.append(f"dWt{k}"))
+    x = paddle.to_tensor(np.random.randn(3, 8).astype("float32"))
+    h = paddle.tanh(paddle.matmul(x, Wt)); h.register_hook(lambda g, k=k: order.append(f"dh{k}")); outs.append(h)
+paddle.sum(paddle.stack(outs)).backward()
+print(" ".join(order))
+""",
+    # PyTensor: no order to observe; its gradient graph sums W's K contributions in one node
+    "pytensor": """
+import pytensor, pytensor.tensor as pt
+W = pt.matrix("W"); xs = [pt.matrix(f"x{k}") for k in range(4)]
+g = pytensor.grad(pt.sum(pt.stack([pt.tanh(x @ W.T) for x in xs])), W)
+f = pytensor.function([W] + xs, g, mode="FAST_COMPILE")
+adds = [len(n.inputs) for n in f.maker.fgraph.toposort() if str(n.op).startswith("Add")]
+print("inputs of the Add nodes in W's gradient graph:", adds)
+""",
+}
+
+
+def order_probes(names):
+    for name in names:
+        if name not in ORDER_PROBES:
+            continue
+        done = subprocess.run([PYTHON, "-c", ORDER_PROBES[name]], capture_output=True, text=True, timeout=300)
+        line = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else f"failed: {done.stderr.strip()[-300:]}"
+        print(f"{name:<10} {line}", flush=True)
 
 
 def _mib(value):
