@@ -240,7 +240,53 @@ def _mib(value):
     return f"{value / MIB:.2f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 
 
-SECTIONS = {"autograd219": section_autograd219, "pr4746": section_pr4746}
+def _run_and_print(args, run_args, name):
+    """`harness run RUN_ARGS` into a JSONL file, then one line per record: each phase's
+    step peak (steady, and the first step's), retained, bound, status."""
+    out = args.out or os.path.join(tempfile.mkdtemp(prefix="gradmem-seeds-"), f"{name}.jsonl")
+    if subprocess.run([PYTHON, "-m", "harness", "run", *run_args, "--quiet", "--out", out], cwd=PROJECT).returncode not in (0, 1):
+        return 1
+    for record in _records(out):
+        print(_phase_line(record), flush=True)
+    return 0
+
+
+def _phase_line(record):
+    peaks, first = record.get("peak_bytes") or {}, record.get("first_step_peak_bytes") or {}
+    phases = [p for p in ("forward", "backward", "step", "total") if isinstance(peaks.get(p), (int, float))]
+    label = " ".join(str(record.get(k)) for k in ("workload", "size", "dtype", "framework", "mode"))
+    label += "" if record.get("remat") in (None, "none") else f" remat={record.get('remat')}"
+    if record.get("status") != "ok":
+        return f"{label}: {record.get('status')}: {(record.get('message') or '').strip().splitlines()[0][:200] if record.get('message') else ''}"
+    text = ", ".join(f"{p} {_mib(peaks[p])} (first step {_mib(first.get(p))})" for p in phases)
+    return f"{label}: step peak MiB {text}; retained {_mib(record.get('retained_bytes'))}; bound {_mib(record.get('bound_bytes'))}"
+
+
+def section_candle(args):
+    """tiny_nerf paper (8 layers x 256, 1024 rays x 64 samples): forward-only peak vs after backward."""
+    return _run_and_print(args, ["--workload", "tiny_nerf", "--framework", "torch,reference", "--size", "paper",
+                                 "--dtype", "float32,float64", "--repeat", "3"], "candle")
+
+
+def section_seq2seq(args):
+    """seq2seq_attention with Adam: forward, backward, step per phase, PyTensor vs torch."""
+    return _run_and_print(args, ["--workload", "seq2seq_attention", "--framework", "torch,pytensor", "--size",
+                                 args.size, "--optimizer", "adam", "--repeat", "3"], "seq2seq")
+
+
+def section_unet(args):
+    """unet: plain vs each framework's checkpointing vs the reference engine's plans
+    (articulation must refuse: U-Net has none), then peak against batch size."""
+    code = _run_and_print(args, ["--workload", "unet", "--framework", "reference,torch,jax,tensorflow,paddle",
+                                 "--size", "paper", "--remat", "none,native,articulation", "--repeat", "3"], "unet")
+    out = os.path.join(tempfile.mkdtemp(prefix="gradmem-seeds-"), "unet-scale.jsonl")
+    subprocess.run([PYTHON, "-m", "harness", "scale", "--workload", "unet", "--framework", "torch,tensorflow,reference",
+                    "--size", "paper", "--batch", "1,2,4", "--out", out], cwd=PROJECT)
+    return code
+
+
+SECTIONS = {"autograd219": section_autograd219, "pr4746": section_pr4746, "candle": section_candle,
+            "seq2seq": section_seq2seq, "unet": section_unet}
 
 
 def parse_args(argv):
