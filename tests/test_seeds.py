@@ -42,20 +42,33 @@ def _fake_autograd(tmp_path, with_extend):
     return tmp_path
 
 
+def _forget_getargspec(monkeypatch):
+    """No inspect.getargspec (as on 3.11) for the test; monkeypatch restores the original
+    state afterwards, removing the one the shim installs."""
+    import inspect
+
+    monkeypatch.setattr(inspect, "getargspec", None, raising=False)
+    monkeypatch.delattr(inspect, "getargspec")
+
+
 @pytest.mark.parametrize("with_extend,era", [(True, "extend"), (False, "2017")])
 def test_era_read_from_the_package_files(tmp_path, monkeypatch, with_extend, era):
+    _forget_getargspec(monkeypatch)
     monkeypatch.syspath_prepend(str(_fake_autograd(tmp_path, with_extend)))
     monkeypatch.delitem(sys.modules, "autograd", raising=False)
     assert adapter_module.api_era() == era
+    import inspect
+
+    # the shim is installed for a 2017 autograd only
+    assert hasattr(inspect, "getargspec") == (era == "2017")
 
 
 def test_2017_era_restores_getargspec_as_2017_autograd_calls_it(tmp_path, monkeypatch):
     import inspect
 
+    _forget_getargspec(monkeypatch)
     monkeypatch.syspath_prepend(str(_fake_autograd(tmp_path, False)))
     monkeypatch.delitem(sys.modules, "autograd", raising=False)
-    if hasattr(inspect, "getargspec"):
-        monkeypatch.delattr(inspect, "getargspec")
     adapter_module.api_era()
     spec = inspect.getargspec(lambda a, b=2, *rest, **kw: None)  # noqa: the 2017 call
     assert (spec.args, spec.varargs, spec.keywords, spec.defaults) == (["a", "b"], "rest", "kw", (2,))
