@@ -72,7 +72,7 @@ def add_arguments(parser):
 
 def check_arguments(args):
     """The adapter; ChoiceError for every bad name or value."""
-    choices.check_choice("workload", args.workload, workloads.NAMES)
+    args.workload = workloads.resolve(args.workload)  # a built-in name, a .py file or module:attr
     name, version = spec.parse_item(args.framework, frameworks.NAMES)
     if version is not None:
         raise choices.ChoiceError(f"--framework {args.framework}: name the framework alone; versions go to --good/--bad")

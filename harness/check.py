@@ -70,9 +70,14 @@ class Row:
         return self.status not in ("ok", "reference", "unavailable")
 
 
+def _workload_rank(name):
+    """Built-ins in their order, then external workloads by reference."""
+    return (workloads.NAMES.index(name), "") if name in workloads.NAMES else (len(workloads.NAMES), name)
+
+
 def main(args):
     size = check_choice("size", args.size, SIZES)
-    names = parse_choices("workload", args.workload, workloads.NAMES)
+    names = workloads.parse(args.workload)  # built-in names, .py files, module:attr
     fw_names = parse_choices("framework", args.framework, frameworks.NAMES)
     dtypes = parse_choices("dtype", args.dtype, DTYPES)
     modes = parse_choices("mode", args.mode, MODES)
@@ -132,7 +137,9 @@ def plan(names, fw_names, size, dtypes, modes, seed):
 
 
 def _cell(prefix, workload, size, dtype, mode, seed, upcast=False):
-    return {"id": f"{prefix}-{workload}-{mode}-{dtype}", "workload": workload, "size": size,
+    # the id names a file: an external workload's reference holds "/" and "#"
+    token = workload if workload in workloads.NAMES else workloads.label(workload) + "-" + workload[-6:]
+    return {"id": f"{prefix}-{token}-{mode}-{dtype}", "workload": workload, "size": size,
             "dtype": dtype, "mode": mode, "seed": seed, "upcast": upcast}
 
 
@@ -164,7 +171,7 @@ def run_check(names, fw_names, size, dtypes, modes, device, seed, timeout_s, out
                 continue
             ref = truth[(cell["workload"], cell["dtype"])]
             rows.append(_compare_row(cell, fw, results[fw][cell["id"]], ref))
-    rows.sort(key=lambda r: (workloads.NAMES.index(r.workload), frameworks.NAMES.index(r.framework),
+    rows.sort(key=lambda r: (_workload_rank(r.workload), frameworks.NAMES.index(r.framework),
                              MODES.index(r.mode), -DTYPES.index(r.dtype)))  # float64 first
     return rows, skipped
 

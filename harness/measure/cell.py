@@ -19,6 +19,7 @@ A pass that fails decides the record's status and message; a record that is not 
 carries no figures.
 """
 
+import re
 from dataclasses import dataclass
 
 from harness import results
@@ -96,7 +97,8 @@ class CellRunner:
 
     def _name(self, tag):
         self.count += 1
-        return f"{self.count:04d}-{tag}"
+        # a file name: an external workload's reference holds "/" and "#" (the count keeps it unique)
+        return f"{self.count:04d}-{re.sub(r'[^A-Za-z0-9._=-]', '_', tag)}"
 
     def _environment(self, adapter, kind):
         return environment.worker_environment(adapter, kind, thread_count=self.options.threads)
@@ -249,6 +251,7 @@ class CellRunner:
             provenance=prov,
             **memory_figures,
             bound_bytes=m["bound_bytes"],
+            bound_source=m.get("bound_source"),  # declared, or derived (harness/workloads/derived_bound.py)
             tracemalloc_peak_bytes=m.get("tracemalloc_peak_bytes"),
             device_memory=m.get("device_memory"),
             time_s=t.get("time_s"),

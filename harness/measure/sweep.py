@@ -174,11 +174,11 @@ def plan(args):
     from harness.engine.backward import ORDERS  # NumPy only
     from harness.frameworks.remat import parse_remat
 
-    names = choices.parse_choices("workload", args.workload, workloads.NAMES)
+    names = workloads.parse(args.workload)  # built-in names, .py files, module:attr
     remats = [item.strip() for item in str(args.remat).split(",") if item.strip()] or ["none"]
     for text in remats:
         parse_remat(text)  # ChoiceError naming the valid strategies
-    segmented = workloads.with_segments()
+    segmented = workloads.with_segments(sorted(set(workloads.NAMES) | set(names)))
     if all(r != "none" for r in remats) and args.workload != "all":
         lacking = [w for w in names if w not in segmented]
         if lacking:

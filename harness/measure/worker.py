@@ -234,6 +234,7 @@ def memory_pass(job, marks):
         "breakdown_method": breakdown_method,
         "buffer_cache": buffer_cache,
         "bound_bytes": problem.bound_bytes,
+        "bound_source": problem.bound_source,  # declared, or derived (harness/workloads/derived_bound.py)
         "tracemalloc_peak_bytes": traced,
         "device_memory": device_memory,
         "grad_rel_err": check.get("grad_rel_err"),

@@ -92,7 +92,7 @@ def plan(args):
         raise choices.ChoiceError("--cap bounds --batch auto; with a list of batches leave it out")
     cap = _bytes_option("--cap", args.cap) if args.cap is not None else (budget or DEFAULT_CAP)
     todo = cells.expand(
-        choices.parse_choices("workload", args.workload, workloads.NAMES),
+        workloads.parse(args.workload),  # built-in names, .py files, module:attr
         choices.parse_choices("framework", args.framework, frameworks.NAMES),
         choices.parse_choices("size", args.size, choices.SIZES),
         choices.parse_choices("dtype", args.dtype, choices.DTYPES),

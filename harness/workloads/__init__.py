@@ -19,7 +19,10 @@ A workload module defines:
 - ``bound_bytes(cfg, dtype)``: the bytes a store-everything reverse pass must keep
   (the activations its VJPs need), derived in a comment. Peak / bound is the
   efficiency figure the report shows. Every term of every bound has one factor of the
-  batch, so the bound per sample is the bound at batch 1 (`bound_per_sample`);
+  batch, so the bound per sample is the bound at batch 1 (`bound_per_sample`).
+  Optional for a workload from outside the package: without it the bound is *derived*
+  (harness/workloads/derived_bound.py: the reference engine's saved activations) and
+  records say so (``bound_source``);
 - ``SEGMENTS``: one line saying which parts the loss marks with ``ops.checkpoint`` /
   ``ops.chain`` (the segments a remat strategy may recompute), or "" for none.
 """
@@ -31,20 +34,48 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.choices import DTYPES, SIZES, check_choice
+from harness.workloads import loader
 
 NAMES = ("chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention", "shared_linear")
 
 
-def with_segments():
-    """The names of the workloads that mark segments (SEGMENTS != ""): the only ones a
-    remat strategy other than "none" changes."""
-    return tuple(name for name in NAMES if get(name).SEGMENTS)
+def with_segments(names=NAMES):
+    """The names among `names` of the workloads that mark segments (SEGMENTS != ""):
+    the only ones a remat strategy other than "none" changes."""
+    return tuple(name for name in names if getattr(get(name), "SEGMENTS", ""))
 
 
 def get(name):
-    """The workload module called `name` (ChoiceError lists the valid names)."""
+    """The workload module called `name`: a built-in name, or an external reference
+    (a .py path, module:attr: harness/workloads/loader.py). ChoiceError lists the
+    valid names; WorkloadError names what an external module lacks."""
+    if loader.is_external(name):
+        return loader.load(name)
     check_choice("workload", name, NAMES)
     return importlib.import_module(f"harness.workloads.{name}")
+
+
+def resolve(name):
+    """The name cells and records carry: a built-in name as is, a file as its absolute
+    path and content hash (loaded once here, so a broken file fails before any cell)."""
+    if not loader.is_external(name):
+        return check_choice("workload", name, NAMES)
+    ref = loader.canonical(name)
+    loader.load(ref)
+    return ref
+
+
+def parse(text):
+    """--workload's value: "all" (the built-ins), or a comma-separated list of built-in
+    names and external references, each resolved (`resolve`)."""
+    if text in (None, "", "all"):
+        return list(NAMES)
+    return [resolve(item.strip()) for item in text.split(",") if item.strip()]
+
+
+def label(name):
+    """A short readable name for tables: a file's stem, a built-in name as is."""
+    return loader.short_name(name) if loader.is_external(name) else name
 
 
 @dataclass
@@ -59,6 +90,7 @@ class Problem:
     loss: object  # loss(ops, params, inputs) -> scalar
     bound_bytes: int
     batch: int = None  # the value of the workload's BATCH_AXIS
+    bound_source: str = "declared"  # "derived": the reference engine's saved activations
 
 
 def config(name, size, batch=None):
@@ -75,9 +107,20 @@ def config(name, size, batch=None):
 
 
 def bound_bytes(name, size, dtype, batch=None):
-    """The analytic bound of `name` at `size` (and `batch`), in bytes of `dtype`."""
+    """The bound of `name` at `size` (and `batch`), in bytes of `dtype`: the workload's
+    analytic `bound_bytes`, or the derived one where it declares none."""
+    return bound_with_source(name, size, dtype, batch)[0]
+
+
+def bound_with_source(name, size, dtype, batch=None):
+    """(bytes, "declared" | "derived")."""
     check_choice("dtype", dtype, DTYPES)
-    return int(get(name).bound_bytes(config(name, size, batch), dtype))
+    workload = get(name)
+    if hasattr(workload, "bound_bytes"):
+        return int(workload.bound_bytes(config(name, size, batch), dtype)), "declared"
+    from harness.workloads.derived_bound import derived_bound
+
+    return derived_bound(name, size, dtype, batch), "derived"
 
 
 def bound_per_sample(name, size, dtype):
@@ -93,6 +136,7 @@ def build(name, size, dtype, seed=0, batch=None):
     check_choice("dtype", dtype, DTYPES)
     cfg = config(name, size, batch)
     params, inputs = workload.init(np.random.default_rng(seed), cfg, dtype)
+    bound, source = bound_with_source(name, size, dtype, batch)
     return Problem(
         name=name,
         size=size,
@@ -100,8 +144,9 @@ def build(name, size, dtype, seed=0, batch=None):
         params=params,
         inputs=inputs,
         loss=functools.partial(workload.loss, cfg=cfg),
-        bound_bytes=int(workload.bound_bytes(cfg, dtype)),
+        bound_bytes=bound,
         batch=cfg[workload.BATCH_AXIS],
+        bound_source=source,
     )
 
 
