@@ -1,0 +1,149 @@
+"""A pytest marker for a training step's memory: ``@pytest.mark.step_memory(...)``.
+
+Registered through pytest's entry point (``pytest11`` in pyproject.toml), so a project
+that installs gradmem can guard its own model's step in its own tests::
+
+    @pytest.mark.step_memory(workload="tests/my_model.py", framework="torch",
+                             limit="64 MiB")                 # step peak, absolute
+    @pytest.mark.step_memory(workload="my_model.py", framework="jax",
+                             limit="1.2x bound", retained="8 MiB")
+    def test_my_model_step_fits():
+        ...
+
+The cell is measured the way a sweep measures it: `python -m harness run` for that
+one cell (a fresh worker forked from the framework's zygote, a memory pass and a
+short time pass), so the figure is the record's, never a second measurement path.
+`limit` bounds the step peak (``peak_bytes.total``: above what was resident at the
+step's start), ``retained`` what the framework keeps between steps; ``"Nx bound"`` is
+N times the workload's bound (declared or derived). CUDA cells are judged by the
+allocator's figures (``device_memory``), not the process's RSS. A crossed limit fails
+the test with the measured figures and the breakdown; a cell that does not run
+(unavailable framework, error, OOM) fails with its status and message.
+
+Other keyword arguments: size (tiny), dtype (float32), device (cpu), mode (eager),
+optimizer, remat. The test body runs after the check, as usual.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+MARKER = "step_memory"
+UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+CELL_OPTIONS = ("size", "dtype", "device", "mode", "optimizer", "remat")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(workload, framework='reference', limit=None, retained=None, size='tiny', ...): "
+        "measure the workload's training step in a fresh worker (gradmem) and fail when its step peak "
+        "exceeds limit ('64 MiB', '1.2x bound') or what it retains exceeds retained",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    marker = item.get_closest_marker(MARKER)
+    if marker is not None:
+        check(**_arguments(marker))
+
+
+def _arguments(marker):
+    kwargs = dict(marker.kwargs)
+    if marker.args:
+        kwargs.setdefault("workload", marker.args[0])
+    if "workload" not in kwargs:
+        raise pytest.UsageError(f"@pytest.mark.{MARKER} needs workload=... (a built-in name, a .py path or module:attr)")
+    if kwargs.get("limit") is None and kwargs.get("retained") is None:
+        raise pytest.UsageError(f"@pytest.mark.{MARKER}: give limit= and/or retained=")
+    unknown = set(kwargs) - {"workload", "framework", "limit", "retained", *CELL_OPTIONS}
+    if unknown:
+        raise pytest.UsageError(f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(sorted(unknown))}")
+    return kwargs
+
+
+def parse_limit(text, bound):
+    """'64 MiB', '512M', 1048576 -> bytes; '1.2x bound' -> 1.2 * bound."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return int(text)
+    raw = str(text).strip().lower()
+    relative = re.fullmatch(r"([0-9.]+)\s*x\s*bound", raw)
+    if relative:
+        return int(float(relative.group(1)) * bound)
+    absolute = re.fullmatch(r"([0-9.]+)\s*([kmgt]?)(i?b)?", raw)
+    if not absolute:
+        raise pytest.UsageError(f"step_memory limit {text!r}: expected bytes ('64 MiB', '512M', 1048576) "
+                                "or a multiple of the bound ('1.2x bound')")
+    return int(float(absolute.group(1)) * UNITS[absolute.group(2)])
+
+
+def measure(workload, framework="reference", size="tiny", dtype="float32", device="cpu", mode="eager",
+            optimizer=None, remat=None):
+    """The record of one cell, measured by `python -m harness run` (a sweep of one)."""
+    with tempfile.TemporaryDirectory(prefix="gradmem-step-memory-") as tmp:
+        out = os.path.join(tmp, "cell.jsonl")
+        command = [sys.executable, "-m", "harness", "run", "--workload", str(workload), "--framework", framework,
+                   "--size", size, "--dtype", dtype, "--device", device, "--mode", mode,
+                   "--repeat", "1", "--warmup", "1", "--time-budget", "0.5", "--out", out]
+        if optimizer:
+            command += ["--optimizer", optimizer]
+        if remat:
+            command += ["--remat", remat]
+        proc = subprocess.run(command, capture_output=True, text=True)
+        if proc.returncode != 0 or not os.path.exists(out):
+            pytest.fail(f"step_memory: `{' '.join(command[1:])}` failed (exit {proc.returncode}):\n"
+                        f"{(proc.stderr or proc.stdout)[-3000:]}", pytrace=False)
+        with open(out, encoding="utf-8") as f:
+            return json.loads(f.readlines()[-1])
+
+
+def check(workload, framework="reference", limit=None, retained=None, **cell):
+    record = measure(workload, framework, **cell)
+    if record["status"] != "ok":
+        pytest.fail(f"step_memory: {framework} on {workload}: {record['status']}: {record.get('message', '')}",
+                    pytrace=False)
+    figures, source = _figures(record)
+    crossed = []
+    if limit is not None:
+        allowed = parse_limit(limit, record["bound_bytes"])
+        if figures["peak"] > allowed:
+            crossed.append(f"step peak {_mib(figures['peak'])} > limit {limit} ({_mib(allowed)})")
+    if retained is not None:
+        allowed = parse_limit(retained, record["bound_bytes"])
+        if figures["retained"] is None or figures["retained"] > allowed:
+            crossed.append(f"retained {_mib(figures['retained'])} > limit {retained} ({_mib(allowed)})")
+    if crossed:
+        pytest.fail(report(record, figures, source, crossed), pytrace=False)
+
+
+def _figures(record):
+    if record["device"] == "cuda":  # the allocator's figures: RSS does not see device memory
+        device = record.get("device_memory") or {}
+        return ({"peak": (device.get("peak_bytes") or {}).get("total"), "retained": device.get("retained_bytes")},
+                "the CUDA allocator (device_memory)")
+    return ({"peak": record["peak_bytes"]["total"], "retained": record["retained_bytes"]},
+            "process RSS (step peak above the step's start; retained between steps)")
+
+
+def report(record, figures, source, crossed):
+    lines = [f"step_memory: {record['framework']} {record['mode']} {record['device']} on "
+             f"{record['workload']} at {record['size']} {record['dtype']}: " + "; ".join(crossed),
+             f"  measured by {source}:",
+             f"  step peak {_mib(figures['peak'])}, retained {_mib(figures['retained'])}, "
+             f"bound {_mib(record['bound_bytes'])} ({record.get('bound_source') or 'declared'}), "
+             f"peak/bound {figures['peak'] / record['bound_bytes']:.2f}",
+             "  per phase: " + ", ".join(f"{k} {_mib(v)}" for k, v in (record.get("peak_bytes") or {}).items()),
+             "  breakdown:"]
+    for key, value in (record.get("breakdown_bytes") or {}).items():
+        lines.append(f"    {key:<18} {_mib(value):>12}   {(record.get('breakdown_method') or {}).get(key, '')}")
+    return "\n".join(lines)
+
+
+def _mib(value):
+    return "n/a" if value is None else f"{value / 2**20:.3f} MiB"

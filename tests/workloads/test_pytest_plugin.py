@@ -1,0 +1,61 @@
+"""The step_memory marker (harness/pytest_plugin.py), run by pytest's own pytester."""
+
+import os
+import tomllib
+
+import pytest
+
+from harness import pytest_plugin, workloads
+
+pytest_plugins = ["pytester"]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# shared_linear at tiny, reference engine, float32: its bound is 960 bytes
+# (tests/workloads/test_derived_bound.py); the step peak is a few KiB of RSS pages.
+BOUND = workloads.bound_bytes("shared_linear", "tiny", "float32")
+
+
+def test_the_entry_point_is_declared():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        assert tomllib.load(f)["project"]["entry-points"]["pytest11"] == {"gradmem": "harness.pytest_plugin"}
+
+
+def test_limits_parse():
+    assert pytest_plugin.parse_limit("64 MiB", 1) == 64 << 20
+    assert pytest_plugin.parse_limit("512M", 1) == 512 << 20
+    assert pytest_plugin.parse_limit(4096, 1) == 4096
+    assert pytest_plugin.parse_limit("1.5x bound", 1000) == 1500
+    with pytest.raises(pytest.UsageError, match="1.2x bound"):
+        pytest_plugin.parse_limit("lots", 1)
+
+
+def test_the_marker_passes_and_fails_as_it_should(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    # loaded by name, not by the entry point: the run is the same whether or not this
+    # checkout's install has registered it yet (the test above checks the declaration)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+
+        @pytest.mark.step_memory(workload="shared_linear", framework="reference", limit="64 MiB", retained="256 MiB")
+        def test_fits():
+            pass
+
+        @pytest.mark.step_memory(workload="shared_linear", framework="reference", limit="0.5x bound")
+        def test_too_tight():
+            pass
+
+        @pytest.mark.step_memory(workload="shared_linear", framework="reference", retained=1)
+        def test_retained_too_tight():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "harness.pytest_plugin", "-q")
+    result.assert_outcomes(passed=1, failed=2)
+    # a half-the-bound limit cannot hold: the step keeps at least the saved activations
+    result.stdout.fnmatch_lines([
+        "*step_memory: reference eager cpu on shared_linear at tiny float32: step peak * > limit 0.5x bound (0.000 MiB)*",
+        "*saved_activations*",
+        "*retained * > limit 1 *",
+    ])
