@@ -113,3 +113,15 @@ def test_run_measures_a_file_from_outside_the_repository(mlp_file, tmp_path):
                     "--out", str(tmp_path / "b.jsonl"), cwd=tmp_path)
     assert proc.returncode == 2 and "init is missing; loss is missing" in proc.stderr
     assert not (tmp_path / "b.jsonl").exists()
+
+
+def test_the_template_runs_as_written(tmp_path):
+    proc = _harness("new-workload", "my_model", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    problem = workloads.build(workloads.resolve(str(tmp_path / "my_model.py")), "tiny", "float32")
+    # its commented bound_bytes: relu's output (B, H) and y (B, D), float32, B=4 H=16 D=8
+    assert (problem.bound_source, problem.bound_bytes) == ("derived", 4 * (16 + 8) * 4)
+    assert _harness("new-workload", "my_model", cwd=tmp_path).returncode == 2  # exists: no overwrite
+    proc = _harness("check", "--workload", "my_model.py", "--framework", "torch", "--mode", "eager",
+                    "--size", "tiny", cwd=tmp_path)
+    assert proc.returncode == 0 and "2 of 2 cells agree; 0 failed" in proc.stdout, proc.stdout + proc.stderr
