@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 
-WORKLOADS = ["chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention", "shared_linear"]
+WORKLOADS = ["chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention", "shared_linear", "transformer_block"]
 FRAMEWORKS = ["reference", "autograd", "torch", "jax", "tensorflow", "pytensor", "mlx", "tinygrad", "paddle"]
 DEVICES = ["cpu", "cuda"]
 MODES = ["eager", "compiled"]

@@ -277,6 +277,7 @@ def test_segments_are_marked_as_declared(name):
         "rnn_fanout": (1, 0),  # the n steps
         "tiny_nerf": (0, 2),  # layers 0-4 (with the skip concat), 5-7
         "unet": (0, 2 * levels + 1),  # levels + 1 encoder blocks, levels decoder steps
+        "transformer_block": (0, 2),  # the attention, the MLP
     }.get(name, (0, 0))
     assert marks == want
     assert bool(workloads.get(name).SEGMENTS) == (want != (0, 0))
@@ -375,6 +376,8 @@ def bound_with(monkeypatch, name, **changes):
         ("unet", "N", True),  # per image
         ("seq2seq_attention", "B", True),  # every stored tensor has a batch axis
         ("seq2seq_attention", "T_tgt", False),  # per decoder step, plus the encoder: affine
+        ("transformer_block", "B", True),  # per sequence
+        ("transformer_block", "F", False),  # the relu output T F, plus the rest: affine
     ],
 )
 def test_bound_scales_as_derived(monkeypatch, name, knob, linear):

@@ -36,7 +36,7 @@ import numpy as np
 from harness.choices import DTYPES, SIZES, check_choice
 from harness.workloads import loader
 
-NAMES = ("chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention", "shared_linear")
+NAMES = ("chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention", "shared_linear", "transformer_block")
 
 
 def with_segments(names=NAMES):
