@@ -125,3 +125,14 @@ def test_the_template_runs_as_written(tmp_path):
     proc = _harness("check", "--workload", "my_model.py", "--framework", "torch", "--mode", "eager",
                     "--size", "tiny", cwd=tmp_path)
     assert proc.returncode == 0 and "2 of 2 cells agree; 0 failed" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_scale_fits_a_file_from_outside_the_repository(mlp_file, tmp_path):
+    out = tmp_path / "s.jsonl"
+    proc = _harness("scale", "--workload", str(mlp_file), "--framework", "reference", "--size", "tiny",
+                    "--batch", "1,2,4", "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["batch"] for r in records) == [1, 2, 4] and {r["status"] for r in records} == {"ok"}
+    # the derived bound is linear in the batch: two (B, D) float32 arrays
+    assert {r["batch"]: r["bound_bytes"] for r in records} == {b: 2 * b * 8 * 4 for b in (1, 2, 4)}
