@@ -108,3 +108,11 @@ def serve(directory):
 def result_files(results_dir, machine=MACHINE):
     folder = Path(results_dir) / machine
     return sorted(p for p in folder.glob("*.json") if p.name != "machine.json")
+
+
+def committed_result_files(results_dir=PROJECT / "results"):
+    """The result files of every machine under `results_dir`: the JSON files of folders
+    that hold a machine.json (results/ also holds other histories' folders, e.g. an asv
+    run over another repository's commits with its own benchmarks.json)."""
+    return sorted(p for machine in Path(results_dir).glob("*/machine.json")
+                  for p in machine.parent.glob("*.json") if p.name != "machine.json")

@@ -31,7 +31,7 @@ def test_two_paths_to_one_interpreter_get_one_name_and_the_installed_versions(tm
 
 
 def test_rename_moves_an_existing_env_result_set_without_touching_figures(tmp_path):
-    committed = sorted(p for p in (h.PROJECT / "results").glob("*/*.json") if p.name != "machine.json")[0]
+    committed = h.committed_result_files()[0]
     data = json.loads(committed.read_text())
     # The same figures as asv's `existing` environment stored them before the migration.
     old_name = "existing-py_tmp_gradmem-asv-venv_bin_python"

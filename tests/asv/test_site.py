@@ -79,12 +79,11 @@ def machines_at_current_version():
     """Machines with a result of GRAPH at the suite's version (asv draws only those)."""
     version = json.loads((RESULTS / "benchmarks.json").read_text())[GRAPH]["version"]
     found = set()
-    for path in RESULTS.glob("*/*.json"):
-        if path.name != "machine.json":
-            data = json.loads(path.read_text())
-            row = data["results"].get(GRAPH)
-            if row and row[data["result_columns"].index("version")] == version:
-                found.add(path.parent.name)
+    for path in h.committed_result_files(RESULTS):
+        data = json.loads(path.read_text())
+        row = data["results"].get(GRAPH)
+        if row and row[data["result_columns"].index("version")] == version:
+            found.add(path.parent.name)
     return sorted(found)
 
 
@@ -107,7 +106,7 @@ def test_publish_of_the_committed_results_skips_nothing(site):
 
 
 def test_committed_results_are_named_by_versions_not_paths():
-    files = [p for p in RESULTS.glob("*/*.json") if p.name != "machine.json"]
+    files = h.committed_result_files(RESULTS)
     assert files
     for path in files:
         data = json.loads(path.read_text())
