@@ -26,7 +26,7 @@ SCRIPTS = {"torch": "torch_step.py", "tensorflow": "tf_step.py", "jax": "jax_ste
 WORKLOADS = ("chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention")
 
 
-def independent_peak(framework, workload, size, dtype, workdir):
+def independent_peak(framework, workload, size, dtype, workdir, mode="eager"):
     """The script's step peak figures ({forward, backward, total} and samples)."""
     from harness import workloads
 
@@ -34,34 +34,34 @@ def independent_peak(framework, workload, size, dtype, workdir):
     path = os.path.join(workdir, f"{workload}-{size}-{dtype}.npz")
     np.savez(path, **{f"p:{k}": v for k, v in problem.params.items()}, **{f"i:{k}": v for k, v in problem.inputs.items()})
     config = json.dumps(workloads.get(workload).SIZES[size])
-    done = subprocess.run([sys.executable, os.path.join(HERE, SCRIPTS[framework]), workload, path, config],
+    done = subprocess.run([sys.executable, os.path.join(HERE, SCRIPTS[framework]), workload, path, config, mode],
                           capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"{SCRIPTS[framework]} {workload}: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def harness_peak(framework, workload, size, dtype, workdir):
-    """The harness's memory pass of the eager cell: its result (step peak, retained...)."""
+def harness_peak(framework, workload, size, dtype, workdir, mode="eager"):
+    """The harness's memory pass of the cell: its result (step peak, retained...)."""
     from harness import frameworks
     from harness.measure import environment
     from harness.measure.runner import run_worker
 
     cell = {"workload": workload, "size": size, "dtype": dtype, "framework": framework,
-            "mode": "eager", "device": "cpu"}
+            "mode": mode, "device": "cpu"}
     env, _ = environment.worker_environment(frameworks.get(framework), "memory")
     job = {"kind": "memory", "cell": cell, "seed": 0, "warmup": 1}
-    outcome = run_worker(job, env, workdir, f"memory-{framework}-{workload}-{size}", timeout_s=900)
+    outcome = run_worker(job, env, workdir, f"memory-{framework}-{mode}-{workload}-{size}", timeout_s=900)
     if not outcome.ok:
         raise RuntimeError(f"harness {framework} {workload}: {outcome.status} {outcome.message[-2000:]}")
     return outcome.result
 
 
-def compare(framework, workload, size="tiny", dtype="float32"):
+def compare(framework, workload, size="tiny", dtype="float32", mode="eager"):
     """(harness step peak, independent step peak, harness retained) in bytes."""
     with tempfile.TemporaryDirectory(prefix="gradmem-agree-") as workdir:
-        mine = harness_peak(framework, workload, size, dtype, workdir)
-        theirs = independent_peak(framework, workload, size, dtype, workdir)
+        mine = harness_peak(framework, workload, size, dtype, workdir, mode)
+        theirs = independent_peak(framework, workload, size, dtype, workdir, mode)
     return mine["peak_bytes"]["total"], theirs["peak_bytes"]["total"], mine["retained_bytes"]
 
 
@@ -71,17 +71,25 @@ def main(argv=None):
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--frameworks", default=",".join(SCRIPTS))
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--modes", default="eager", help="eager,compiled (autograd has no compiled mode)")
     args = parser.parse_args(argv)
     chosen = [f for f in args.frameworks.split(",") if f]
+    modes = [m for m in args.modes.split(",") if m]
     bad = [f for f in chosen if f not in SCRIPTS] + [w for w in args.workloads.split(",") if w not in WORKLOADS]
+    bad += [m for m in modes if m not in ("eager", "compiled")]
     if bad:
-        parser.error(f"unknown {', '.join(bad)}; frameworks: {', '.join(SCRIPTS)}; workloads: {', '.join(WORKLOADS)}")
-    print(f"{'framework':<11} {'workload':<18} {'harness MiB':>11} {'script MiB':>10} {'ratio':>6} {'retained MiB':>12}")
+        parser.error(f"unknown {', '.join(bad)}; frameworks: {', '.join(SCRIPTS)}; workloads: {', '.join(WORKLOADS)}; "
+                     "modes: eager, compiled")
+    print(f"{'framework':<11} {'mode':<9} {'workload':<18} {'harness MiB':>11} {'script MiB':>10} {'ratio':>6} "
+          f"{'retained MiB':>12}")
     for framework in chosen:
-        for workload in args.workloads.split(","):
-            mine, theirs, retained = compare(framework, workload, args.size, args.dtype)
-            print(f"{framework:<11} {workload:<18} {mine / 2**20:>11.2f} {theirs / 2**20:>10.2f} "
-                  f"{mine / theirs if theirs else float('nan'):>6.3f} {retained / 2**20:>12.2f}", flush=True)
+        for mode in modes:
+            if mode == "compiled" and framework == "autograd":
+                continue  # autograd has no compiled mode
+            for workload in args.workloads.split(","):
+                mine, theirs, retained = compare(framework, workload, args.size, args.dtype, mode)
+                print(f"{framework:<11} {mode:<9} {workload:<18} {mine / 2**20:>11.2f} {theirs / 2**20:>10.2f} "
+                      f"{mine / theirs if theirs else float('nan'):>6.3f} {retained / 2**20:>12.2f}", flush=True)
     return 0
 
 

@@ -1,5 +1,6 @@
-"""One steady training step of a workload in JAX eager (jax.vjp, no jit), measured
-without the harness (steady.py says how). The workloads are written here again with
+"""One steady training step of a workload in JAX, measured without the harness
+(steady.py says how): eager = jax.vjp and its VJP function, no jit; compiled = the one
+program JAX users write, jax.jit(jax.value_and_grad(loss)). The workloads are written here again with
 jax.numpy / jax.lax / jax.nn, op for op as harness/workloads/ computes them through
 the JAX adapter."""
 
@@ -140,6 +141,10 @@ def main():
         value, vjp_fn = state
         return jax.block_until_ready(vjp_fn(jnp.ones_like(value)))
 
+    if steady.mode() == "compiled":
+        step = jax.jit(jax.value_and_grad(lambda p: loss_of(p, inputs, config)))
+        steady.report(steady.measure_joint(lambda: jax.block_until_ready(step(params))))
+        return
     steady.report(steady.measure(forward, backward))
 
 

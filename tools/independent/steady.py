@@ -4,10 +4,13 @@ The scripts beside this file each measure one steady training step of a workload
 one framework without importing `harness`, so that a test can check the harness's
 figures against code that shares none of its measuring machinery:
 
-    python tools/independent/torch_step.py WORKLOAD PROBLEM.npz CONFIG_JSON
+    python tools/independent/torch_step.py WORKLOAD PROBLEM.npz CONFIG_JSON [eager|compiled]
 
 PROBLEM.npz holds the params (``p:<name>``) and inputs (``i:<name>``) as NumPy arrays,
-CONFIG_JSON the workload's size config. The script prints one JSON line:
+CONFIG_JSON the workload's size config; the mode (default eager) picks the step as that
+framework's users write it: compiled is one program for the whole step where they write
+one (``jax.jit(jax.value_and_grad(f))``, a ``tf.function`` around the tape step), measured
+by `measure_joint` as one phase (``total``). The script prints one JSON line:
 ``{"peak_bytes": {"forward", "backward", "total"}, "samples": [...]}``.
 
 Recipe: the environment a measurement needs is set before the interpreter starts
@@ -60,6 +63,14 @@ def arguments():
     return workload, params, inputs, json.loads(config)
 
 
+def mode():
+    """The step's mode from the command line: eager (default) or compiled."""
+    chosen = sys.argv[4] if len(sys.argv) > 4 else "eager"
+    if chosen not in ("eager", "compiled"):
+        sys.exit(f"mode must be eager or compiled, got {chosen!r}")
+    return chosen
+
+
 def _status(key):
     with open("/proc/self/status", encoding="ascii") as handle:
         return int(re.search(rf"^{key}:\s+(\d+) kB", handle.read(), re.MULTILINE)[1]) * 1024
@@ -89,6 +100,25 @@ def measure(forward, backward, warmup=2, steps=3):
         del grads
         samples.append({"forward": after_forward, "backward": after_backward,
                         "total": max(after_forward, after_backward)})
+    median = sorted(samples, key=lambda s: s["total"])[(steps - 1) // 2]
+    return {"peak_bytes": median, "samples": samples}
+
+
+def measure_joint(step, warmup=2, steps=3):
+    """Peaks of one call `step()` (loss and gradients together) above a fresh baseline:
+    the median of `steps`, as `measure` does, with ``total`` only."""
+    for _ in range(warmup):
+        step()
+    samples = []
+    for _ in range(steps):
+        gc.collect()
+        _libc.malloc_trim(0)
+        baseline = _status("VmRSS")
+        _reset_high_water_mark()
+        result = step()
+        total = _status("VmHWM") - baseline
+        del result
+        samples.append({"total": total})
     median = sorted(samples, key=lambda s: s["total"])[(steps - 1) // 2]
     return {"peak_bytes": median, "samples": samples}
 

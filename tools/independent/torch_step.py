@@ -116,9 +116,13 @@ def main():
     params = {k: torch.from_numpy(v.copy()).requires_grad_(True) for k, v in params.items()}
     inputs = {k: torch.from_numpy(v.copy()) for k, v in inputs.items()}
 
+    # compiled: torch.compile of the loss (Inductor, static shapes), then the gradient,
+    # as torch users write it; AOTAutograd runs forward and backward as two programs
+    loss_fn = loss_of if steady.mode() == "eager" else torch.compile(loss_of, dynamic=False)
+
     def forward():
         with torch.enable_grad():
-            return loss_of(params, inputs, config)
+            return loss_fn(params, inputs, config)
 
     def backward(loss):
         return torch.autograd.grad(loss, list(params.values()))
