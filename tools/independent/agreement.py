@@ -22,7 +22,10 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPTS = {"torch": "torch_step.py", "tensorflow": "tf_step.py", "jax": "jax_step.py", "autograd": "autograd_step.py"}
+SCRIPTS = {"torch": "torch_step.py", "tensorflow": "tf_step.py", "jax": "jax_step.py", "autograd": "autograd_step.py",
+           "mlx": "mlx_step.py"}
+#: the workloads a script has, where it has fewer than WORKLOADS
+SCRIPT_WORKLOADS = {"mlx": ("chained_dot", "rnn_fanout")}
 WORKLOADS = ("chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention")
 
 
@@ -87,6 +90,8 @@ def main(argv=None):
             if mode == "compiled" and framework == "autograd":
                 continue  # autograd has no compiled mode
             for workload in args.workloads.split(","):
+                if workload not in SCRIPT_WORKLOADS.get(framework, WORKLOADS):
+                    continue  # the script does not write this workload
                 mine, theirs, retained = compare(framework, workload, args.size, args.dtype, mode)
                 print(f"{framework:<11} {mode:<9} {workload:<18} {mine / 2**20:>11.2f} {theirs / 2**20:>10.2f} "
                       f"{mine / theirs if theirs else float('nan'):>6.3f} {retained / 2**20:>12.2f}", flush=True)
