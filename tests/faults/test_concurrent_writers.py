@@ -6,9 +6,12 @@ import fcntl
 import os
 
 from fault_helpers import INSTANT, Sweep, lines, wait_for
+from harness import workloads
 
-# 36 cells ruled out at once per sweep: the two sweeps append as fast as they can.
+# Every workload x 2 frameworks x 3 sizes ruled out at once per sweep (PER_SWEEP cells):
+# the two sweeps append as fast as they can.
 CELLS = [*INSTANT, "--workload", "all", "--framework", "reference,autograd", "--size", "tiny,small,paper"]
+PER_SWEEP = len(workloads.NAMES) * 2 * 3
 
 
 def waiting_on(path):
@@ -32,13 +35,13 @@ def test_two_sweeps_into_one_file_lose_no_record_and_tear_no_line(tmp_path):
         # Both sweeps reach their first append and wait for the lock, writing nothing.
         wait_for(lambda: waiting_on(f"{out}.lock") >= pids, timeout=30, what="both sweeps blocked on the lock")
         assert not out.exists()
-        fcntl.flock(lock, fcntl.LOCK_UN)  # now they race each other for it, 36 times each
+        fcntl.flock(lock, fcntl.LOCK_UN)  # now they race each other for it, PER_SWEEP times each
     for sweep in sweeps:
         code, _, stderr = sweep.finish()
         assert code == 0, stderr
 
     records = lines(out)  # every line whole JSON
-    assert len(records) == 72
+    assert len(records) == 2 * PER_SWEEP
     for seed in (1, 2):
         mine = [r for r in records if r["provenance"]["seed"] == seed]
-        assert len(mine) == 36 and len({(r["workload"], r["framework"], r["size"]) for r in mine}) == 36
+        assert len(mine) == PER_SWEEP and len({(r["workload"], r["framework"], r["size"]) for r in mine}) == PER_SWEEP
