@@ -81,16 +81,27 @@ def _reset_high_water_mark():
         handle.write("5")
 
 
+def _fresh_baseline():
+    """Collect, trim the heap, reset the high-water mark: the resident bytes now."""
+    gc.collect()
+    _libc.malloc_trim(0)
+    baseline = _status("VmRSS")
+    _reset_high_water_mark()
+    return baseline
+
+
+def _median(samples):
+    median = sorted(samples, key=lambda s: s["total"])[(len(samples) - 1) // 2]
+    return {"peak_bytes": median, "samples": samples}
+
+
 def measure(forward, backward, warmup=2, steps=3):
     """Peaks of `backward(forward())` above a fresh baseline, per phase: the median step."""
     for _ in range(warmup):
         backward(forward())
     samples = []
     for _ in range(steps):
-        gc.collect()
-        _libc.malloc_trim(0)
-        baseline = _status("VmRSS")
-        _reset_high_water_mark()
+        baseline = _fresh_baseline()
         state = forward()
         after_forward = _status("VmHWM") - baseline
         _reset_high_water_mark()
@@ -100,8 +111,7 @@ def measure(forward, backward, warmup=2, steps=3):
         del grads
         samples.append({"forward": after_forward, "backward": after_backward,
                         "total": max(after_forward, after_backward)})
-    median = sorted(samples, key=lambda s: s["total"])[(steps - 1) // 2]
-    return {"peak_bytes": median, "samples": samples}
+    return _median(samples)
 
 
 def measure_joint(step, warmup=2, steps=3):
@@ -111,16 +121,11 @@ def measure_joint(step, warmup=2, steps=3):
         step()
     samples = []
     for _ in range(steps):
-        gc.collect()
-        _libc.malloc_trim(0)
-        baseline = _status("VmRSS")
-        _reset_high_water_mark()
+        baseline = _fresh_baseline()
         result = step()
-        total = _status("VmHWM") - baseline
+        samples.append({"total": _status("VmHWM") - baseline})
         del result
-        samples.append({"total": total})
-    median = sorted(samples, key=lambda s: s["total"])[(steps - 1) // 2]
-    return {"peak_bytes": median, "samples": samples}
+    return _median(samples)
 
 
 def report(figures):
