@@ -278,7 +278,8 @@ def _buffer_cache(adapter, step, cache_off, step_held):
         "held_method": f"{method}, after two steps with the cache on (after the measured steps)",
     }
     if step_held is not None:  # counted in the step peak, not in retained
-        found["step_held_bytes"], _, found["step_held_method"] = int(step_held[0]), *step_held[1:]
+        held_bytes, _, held_method = step_held
+        found.update(step_held_bytes=int(held_bytes), step_held_method=held_method)
     return found
 
 
