@@ -36,6 +36,10 @@ added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md
   median per phase), ``time_noisy`` (bool: the time is advisory, ``time_noise`` says
   why) and ``time_stats`` (samples, how many were clean, the median's precision, other
   processes' CPU use);
+  since issue 28 ``prediction`` (the framework's own prediction of the step, taken
+  after the measured steps: {state: predicted | zero | unsupported | failed, method,
+  bytes, compares_with, program, same_program, fields, categories, note, reason};
+  absent or null: none was taken; harness/measure/prediction.py);
 - ``provenance``: versions, git commit, machine, python, the worker environment,
   threads, seed, start time, and how each figure was taken.
 

@@ -59,6 +59,7 @@ class AutogradAdapter(Adapter):
     adapter_requires = ("scipy",)  # autograd.scipy.special (expit, logsumexp)
     modes = ("eager",)
     compiled_as = ""
+    no_predictor = "HIPS autograd traces and runs at once; nothing plans a step before it runs"
     eager_as = "autograd.make_vjp: the loss traced op by op on NumPy, then its VJP"
     remats = ("none", "native")
     # The breakdown's saved activations: autograd keeps them inside the VJP closures of

@@ -29,6 +29,10 @@ class Unavailable(RuntimeError):
     """The framework, mode or device cannot run here; the message says why."""
 
 
+class NoPrediction(RuntimeError):
+    """The framework has no memory predictor for this cell; the message says why."""
+
+
 def nvidia_device_nodes():
     """True when the NVIDIA driver exposes a GPU (checked without importing a framework)."""
     import glob
@@ -230,6 +234,29 @@ class Adapter:
             return _FunctionalSGD(ops, lr)
         check_choice("optimizer", kind, ("sgd", "adam"))
         return _FunctionalAdam(ops, lr)
+
+    # ---- the framework's own prediction (harness/measure/prediction.py) --------------
+    def predict_step_memory(self, loss_fn, params, inputs, mode):
+        """The framework's own prediction of one gradient step's memory, taken without
+        measuring it: a dict with
+
+        - ``method``: the predictor's call, in words;
+        - ``bytes``: the predicted figure that compares with our step peak (what the
+          step allocates above what is resident at its start), and ``compares_with``
+          saying how it was derived from the predictor's fields;
+        - ``program`` (what was predicted) and ``same_program`` (False where the
+          predictor could only plan another program than the measured one);
+        - ``fields``: the predictor's own figures as they come; optionally
+          ``categories`` (its split of the peak) and ``note``.
+
+        Raises NoPrediction(reason) where the framework has none for `mode`. Called
+        once in the memory pass after every measured step (never inside one)."""
+        why = f": {self.no_predictor}" if self.no_predictor else ""
+        raise NoPrediction(f"{self.name} has no memory predictor{why}")
+
+    #: why the framework has no memory predictor, for the record (searched 2026-11:
+    #: /work/shared/notes/predictors-and-diff.md)
+    no_predictor = ""
 
     # ---- where the bytes go: the breakdown's hooks (harness/measure/breakdown.py) -----
     # Each runs in a step of its own after the measured steps, never inside them.

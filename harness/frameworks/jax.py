@@ -47,7 +47,7 @@ import sys
 from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, Unavailable
+from harness.frameworks.base import Adapter, NoPrediction, Unavailable
 
 # remat spelling -> name of the jax.checkpoint_policies policy (None: the default,
 # nothing_saveable)
@@ -173,6 +173,41 @@ class JaxAdapter(Adapter):
             return grads
 
         return forward, lambda state: backward_of(*state)
+
+    # ---- the framework's own prediction (harness/measure/prediction.py) ----------------
+    def predict_step_memory(self, loss_fn, params, inputs, mode):
+        if mode != "compiled":
+            raise NoPrediction(
+                "eager JAX dispatches each primitive as its own small program: XLA plans no "
+                "buffers for the whole step, so there is no plan to read a prediction from"
+            )
+        compiled = self.value_and_grad(loss_fn, "compiled").lower(params, inputs).compile()
+        stats = compiled.memory_analysis()
+        if stats is None:
+            raise NoPrediction("compiled.memory_analysis() returned None on this backend")
+        fields = {name: int(getattr(stats, name)) for name in dir(stats) if name.endswith("_in_bytes")}
+        # What the step allocates above what is resident at its start: its outputs (loss
+        # and gradients) and XLA's temp buffer, less outputs that reuse an argument's
+        # buffer. Arguments (params, inputs) and the generated code are resident before.
+        predicted = fields["output_size_in_bytes"] + fields["temp_size_in_bytes"] - fields["alias_size_in_bytes"]
+        held = fields["argument_size_in_bytes"] + fields["output_size_in_bytes"] - fields["alias_size_in_bytes"]
+        peak_means = (
+            "here equals argument + output - alias (temp left out): not the step's high-water mark"
+            if abs(fields["peak_memory_in_bytes"] - held) <= 64
+            else "the backend's high-water mark of the program (differs from argument + output - alias)"
+        )
+        return {
+            "method": "jax.jit(jax.value_and_grad(loss)).lower(params, inputs).compile().memory_analysis()",
+            "bytes": predicted,
+            "compares_with": "output + temp - alias: what the step allocates above the resident "
+            "params and inputs, as the step peak counts",
+            "program": self.compiled_as,
+            "same_program": True,
+            "fields": fields,
+            "categories": {"output": fields["output_size_in_bytes"], "temp": fields["temp_size_in_bytes"],
+                           "alias": -fields["alias_size_in_bytes"]},
+            "note": f"peak_memory_in_bytes {peak_means}",
+        }
 
     # ---- the breakdown's hooks ---------------------------------------------------------
     def saved_activation_bytes(self, state, params, inputs):

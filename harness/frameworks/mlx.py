@@ -86,6 +86,7 @@ class MlxAdapter(Adapter):
     dtype_note = ("MLX's CPU float64 is partial in 0.32.4: exp is computed to float32 precision (abs error 1e-6), "
                   "strided conv2d raises '[Convolution::eval] got unsupported data type'")
     compiled_as = "mx.compile(mx.value_and_grad(loss)): fused C++ kernels built by g++ on CPU"
+    no_predictor = "it exposes measured counters only (mx.get_peak_memory), nothing that plans a step"
     eager_as = "mx.value_and_grad(loss), then one mx.eval(loss, grads) of the lazy graph"
     remats = ("none", "native")
     environment = {}

@@ -78,6 +78,7 @@ class PaddleAdapter(Adapter):
     distributions = ("paddlepaddle", "paddlepaddle-gpu")
     modes = ("eager", "compiled")
     compiled_as = "paddle.jit.to_static(loss): SOT bytecode translation to a static program, no CINN on CPU"
+    no_predictor = "the only one is a private static estimate in auto-parallel's cost model (ignores inplace and reshard)"
     eager_as = "paddle dygraph: the loss computed op by op, then paddle.grad"
     remats = tuple(REMAT_NOTES)
     # Paddle logs its executor's progress through glog at INFO; keep the worker's

@@ -36,6 +36,7 @@ class ReferenceAdapter(Adapter):
     package = None  # gradmem's own engine: its version is the commit, not a release
     modes = ("eager",)
     compiled_as = ""
+    no_predictor = "the engine counts its allocations as it runs (its ledger, in the breakdown); it plans none ahead"
     eager_as = "gradmem's engine: a tape recorded op by op, then its backward walk"
     # native = the engine's own checkpoint on the marked segments (what sqrt does too);
     # revolve takes its snapshot count: revolve:S. See harness/engine/remat.py.

@@ -54,7 +54,7 @@ import sys
 from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, Unavailable
+from harness.frameworks.base import Adapter, NoPrediction, Unavailable
 
 
 class TensorflowAdapter(Adapter):
@@ -174,6 +174,51 @@ class TensorflowAdapter(Adapter):
         if mode == "compiled":
             return tf.function(step, jit_compile=self.jit_compile)
         return step
+
+    # ---- the framework's own prediction (harness/measure/prediction.py) ----------------
+    def predict_step_memory(self, loss_fn, params, inputs, mode):
+        """XLA's buffer assignment of the step compiled with ``jit_compile=True``, read
+        from the files XLA dumps (``--xla_dump_to``; a debug format, parsed here)."""
+        import glob
+        import shutil
+        import tempfile
+
+        import tensorflow as tf
+
+        if mode != "compiled":
+            raise NoPrediction("TF eager runs each op as it is called: no plan of the step exists")
+        dump = tempfile.mkdtemp(prefix="gradmem-xla-")
+        before = os.environ.get("XLA_FLAGS")
+        # XLA reads its flags when it first compiles; in a worker that is here (the
+        # measured tf.function runs without XLA), after every measured step
+        os.environ["XLA_FLAGS"] = f"{before or ''} --xla_dump_to={dump} --xla_dump_hlo_as_text".strip()
+        try:
+            step = tf.function(self._gradient_step(loss_fn), jit_compile=True)
+            self.sync(step(params, inputs))
+            found = sorted(glob.glob(os.path.join(dump, "*XlaMustCompile_true*buffer-assignment.txt")))
+            if not found:
+                raise NoPrediction("XLA wrote no buffer assignment (its flags were read before this call)")
+            allocations = xla_allocations(open(found[-1]).read())
+        finally:
+            if before is None:
+                os.environ.pop("XLA_FLAGS", None)
+            else:
+                os.environ["XLA_FLAGS"] = before
+            shutil.rmtree(dump, ignore_errors=True)
+        predicted = sum(v for k, v in allocations.items() if k not in ("parameter", "constant"))
+        same = self.jit_compile
+        return {
+            "method": "XLA's buffer assignment (--xla_dump_to) of tf.function(step, jit_compile=True)",
+            "bytes": predicted,
+            "compares_with": "every allocation but the parameters (params, inputs) and constants, "
+            "which are resident before the step",
+            "program": "tf.function(gradient step, jit_compile=True): XLA",
+            "same_program": same,
+            "fields": allocations,
+            "categories": {k: v for k, v in allocations.items() if k not in ("parameter", "constant")},
+            "note": None if same else "the cell runs tf.function without XLA; this is XLA's plan of the "
+            "same step with jit_compile=True",
+        }
 
     def split_vjp(self, loss_fn, mode="eager"):
         self.check_mode(mode)
@@ -375,3 +420,18 @@ def _make_ops(tf):
         checkpoint=remat_lib.checkpoint,
         chain=remat_lib.chain,
     )
+
+
+def xla_allocations(text):
+    """{kind: bytes} of an XLA buffer-assignment dump: each ``allocation N: size S,
+    <tags>:`` line filed under parameter, constant, temp (``preallocated-temp``),
+    thread_local, output (``output`` or ``maybe-live-out``) or other."""
+    import re
+
+    totals = {}
+    for size, tags in re.findall(r"^allocation \d+: size (\d+),?(.*):$", text, re.M):
+        kind = ("parameter" if "parameter" in tags else "constant" if "constant" in tags
+                else "temp" if "preallocated-temp" in tags else "thread_local" if "thread-local" in tags
+                else "output" if ("output" in tags or "live-out" in tags) else "other")
+        totals[kind] = totals.get(kind, 0) + int(size)
+    return totals

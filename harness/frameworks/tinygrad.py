@@ -90,6 +90,7 @@ class TinygradAdapter(Adapter):
     distributions = ("tinygrad",)
     modes = ("eager", "compiled")
     compiled_as = "TinyJit(step): kernels captured on the 2nd call, replayed without Python scheduling"
+    no_predictor = "none found in its API (its scheduler's buffer plan is internal)"
     eager_as = "the lazy graph of loss and gradients, scheduled by one Tensor.realize(loss, *grads)"
     remats = ("none",)
     environment = {}

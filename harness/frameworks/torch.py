@@ -53,7 +53,7 @@ import types
 from harness.choices import OPTIMIZERS, check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, Unavailable
+from harness.frameworks.base import Adapter, NoPrediction, Unavailable
 
 
 class TorchAdapter(Adapter):
@@ -203,6 +203,50 @@ class TorchAdapter(Adapter):
 
     def loss_of(self, state):
         return state[0].detach()
+
+    # ---- the framework's own prediction (harness/measure/prediction.py) ----------------
+    def predict_step_memory(self, loss_fn, params, inputs, mode):
+        """MemTracker (torch.distributed._tools.mem_tracker) over the cell's own step
+        under FakeTensorMode: every tensor is shape-only, so nothing is computed."""
+        import torch._dynamo.utils as dynamo_utils
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.distributed._tools.mem_tracker import MemTracker
+
+        step = self.value_and_grad(loss_fn, mode)
+        frames_before = sum(dynamo_utils.counters["frames"].values())
+        with FakeTensorMode() as fake:
+            fake_params = {k: fake.from_tensor(v) for k, v in params.items()}
+            fake_inputs = {k: fake.from_tensor(v) for k, v in inputs.items()}
+            tracker = MemTracker()
+            tracker.track_external(*fake_params.values(), *fake_inputs.values())
+            with tracker:
+                result = step(fake_params, fake_inputs)
+                del result
+            snapshot = tracker.get_tracker_snapshot("peak")
+        if mode == "compiled" and sum(dynamo_utils.counters["frames"].values()) == frames_before:
+            # measured (torch 2.13): under MemTracker's dispatch mode dynamo skips the
+            # frame, so the tracker saw the eager program, not the compiled one
+            raise NoPrediction(
+                "under MemTracker's FakeTensorMode torch.compile compiled and ran no frame "
+                "(dynamo's frame counters did not move): its figure would be the eager program's"
+            )
+        per_device = {str(device): {getattr(k, "value", str(k)): int(v) for k, v in found.items()}
+                      for device, found in snapshot.items()}
+        peak = sum(found.get("Total", 0) for found in per_device.values())
+        # the params and inputs are resident before the step (MemTracker files them
+        # under "Other"); the step peak counts only what the step adds above them
+        resident = sum(self.buffer_bytes([params, inputs]).values())
+        return {
+            "method": "torch.distributed._tools.mem_tracker.MemTracker over the step under FakeTensorMode, "
+            "peak snapshot",
+            "bytes": peak - resident,
+            "compares_with": "the peak snapshot's Total less the params' and inputs' bytes (resident "
+            "before the step), as the step peak counts",
+            "program": self.compiled_as if mode == "compiled" else self.eager_as,
+            "same_program": True,
+            "fields": {"peak": per_device, "resident_params_inputs": resident},
+            "categories": {k: v for found in per_device.values() for k, v in found.items() if k != "Total"},
+        }
 
     def optimizer(self, kind, params, lr=1e-3):
         import torch

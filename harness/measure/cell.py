@@ -263,6 +263,7 @@ class CellRunner:
             step_kind=m.get("step_kind"),
             step_program=m.get("step_program"),
             buffer_cache=m.get("buffer_cache"),
+            prediction=m.get("prediction"),  # the framework's own (harness/measure/prediction.py)
             first_step_time_s=t.get("first_step_time_s"),
             time_samples_s=t.get("time_samples_s"),
             time_min_s=t.get("time_min_s"),

@@ -14,7 +14,11 @@ costs included); its retained figure is 0 by definition (the baseline is taken j
 before it), so it is not a column. "cache MiB" (only when a record has one) is what a
 framework that serves steps from freed buffers (MLX, tinygrad) holds between steps
 when run as its users run it: their memory passes ran with that cache off, so their
-step peak is what a step needs (the record's ``buffer_cache``). "peak/bound" and
+step peak is what a step needs (the record's ``buffer_cache``). "pred/peak" (only
+when a record has a prediction) is the framework's own prediction of the step
+divided by the measured step peak (the record's ``prediction``,
+harness/measure/prediction.py); "*" marks a prediction of another program than the
+measured one (TensorFlow's XLA plan of a cell run without XLA). "peak/bound" and
 "mem x ref" use the step peak. Times are medians of
 the repeats. "x ref" divides by the reference engine's figure for the same workload, size, dtype, device and optimizer, without
 remat and in its default order (same mode when the reference ran in it, else eager),
@@ -27,7 +31,7 @@ line under the table says why for each: such a figure is advisory, not a measure
 to compare.
 """
 
-from harness.measure import cells, provenance
+from harness.measure import cells, prediction, provenance
 
 MIB = 1024 * 1024
 COLUMNS = (
@@ -51,6 +55,8 @@ COLUMNS = (
 )
 VARIANT_COLUMN = ("variant", "<")
 CACHE_COLUMN = ("cache MiB", ">")  # after "retained MiB", when a record has a buffer cache
+PREDICTED_COLUMN = ("pred/peak", ">")  # after "peak/bound", when a record has a prediction
+OTHER_PROGRAM = "*"  # after a pred/peak ratio whose prediction is of another program
 VERSION_COLUMN = ("version", "<")
 MESSAGE_CHARS = 90
 NOISY = "~"  # after a time figure that is advisory only (record["time_noisy"])
@@ -101,7 +107,17 @@ def _cache_bytes(record):
     return _number((record.get("buffer_cache") or {}).get("held_bytes"))
 
 
-def rows(records, with_variant=False, with_version=False, with_cache=False):
+def _predicted(record):
+    """pred/peak as printed: the ratio, "*" when another program was predicted, or the
+    prediction's state (zero, unsupported, failed), "-" when none was taken."""
+    found = record.get("prediction") or {}
+    value = prediction.ratio(record)
+    if value is not None:
+        return f"{value:.2f}" + ("" if found.get("same_program", True) else OTHER_PROGRAM)
+    return {"unsupported": "-", None: "-"}.get(found.get("state"), found.get("state"))
+
+
+def rows(records, with_variant=False, with_version=False, with_cache=False, with_predicted=False):
     out = []
     for record in records:
         row = [record.get("workload", ""), record.get("framework", "")]
@@ -127,6 +143,7 @@ def rows(records, with_variant=False, with_version=False, with_cache=False):
             *([_mib(_cache_bytes(record))] if with_cache else []),
             _mib(_phase(record, "first_step_peak_bytes", "total")),
             _num(_ratio(total, record.get("bound_bytes")), ".2f"),
+            *([_predicted(record)] if with_predicted else []),
             _num(time_total, ".4f") + (noisy if time_total is not None else ""),
             _num(_phase(record, "time_spread_s", "total"), ".4f"),
             _num(record.get("compile_s"), ".2f"),
@@ -146,8 +163,11 @@ def format_table(records):
     with_cache = any(_cache_bytes(r) is not None for r in records)
     after_retained = [name for name, _ in COLUMNS].index("retained MiB") + 1
     columns += ((VARIANT_COLUMN,) if with_variant else ()) + COLUMNS[3:after_retained]
-    columns += ((CACHE_COLUMN,) if with_cache else ()) + COLUMNS[after_retained:]
-    body = rows(records, with_variant, with_version, with_cache)
+    with_predicted = any(prediction.ratio(r) is not None for r in records)
+    after_bound = [name for name, _ in COLUMNS].index("peak/bound") + 1
+    columns += ((CACHE_COLUMN,) if with_cache else ()) + COLUMNS[after_retained:after_bound]
+    columns += ((PREDICTED_COLUMN,) if with_predicted else ()) + COLUMNS[after_bound:]
+    body = rows(records, with_variant, with_version, with_cache, with_predicted)
     widths = [len(name) for name, _ in columns]
     for row, _ in body:
         for i, cell in enumerate(row):
@@ -164,6 +184,11 @@ def format_table(records):
         if message is not None:
             text = f"{text}  {message}"
         lines.append(text)
+    other = [r for r in records if prediction.ratio(r) is not None
+             and not (r.get("prediction") or {}).get("same_program", True)]
+    if other:
+        lines.append(f"{OTHER_PROGRAM} pred/peak of another program than the measured one: "
+                     + "; ".join(sorted({(r["prediction"].get("note") or "")[:120] for r in other})))
     return "\n".join(lines + noisy_notes(records))
 
 

@@ -15,7 +15,9 @@ Kinds of job:
   step peak (above its start) and footprint (their sum); one unmeasured step with the
   adapter's counting hooks for the breakdown (harness/measure/breakdown.py); where the
   cache was off, two more steps with it on and the framework's count of what it holds
-  (the record's ``buffer_cache``); then, for NumPy-based engines, one more step under
+  (the record's ``buffer_cache``), preceded by the framework's own prediction of the
+  step where it has one (the record's ``prediction``, harness/measure/prediction.py);
+  then, for NumPy-based engines, one more step under
   tracemalloc. Buffers a compiled step keeps for itself between calls (TinyJit's:
   `Adapter.step_held_bytes`) are counted in its step peak, not in retained.
 - ``time``: the cold first step timed (`compile_s`: trace/compile/first-call costs),
@@ -150,7 +152,7 @@ def _jsonable(value):
 
 # ---- the memory pass ---------------------------------------------------------------------
 def memory_pass(job, marks):
-    from harness.measure import breakdown, probes
+    from harness.measure import breakdown, prediction, probes
     from harness.measure.cuda import DeviceMeter
     from harness.measure.memory_meter import MemoryMeter, median_step
     from harness.measure.phases import NullMeter, settle_and_reset
@@ -211,6 +213,12 @@ def memory_pass(job, marks):
     settle_and_reset(rss)
     marks.mark("breakdown")
     breakdown_bytes, breakdown_method = breakdown.assemble(breakdown.count(adapter, step), steady)
+    # The framework's own prediction of the step (harness/measure/prediction.py): after
+    # every measured step, before the cache is turned on again.
+    predicted = None
+    if job.get("predict", True):
+        marks.mark("prediction")
+        predicted = prediction.take(adapter, problem.loss, step.params, step.inputs, cell["mode"])
     buffer_cache = _buffer_cache(adapter, step, cache_off, held) if cache_off else None
 
     traced = None
@@ -233,6 +241,7 @@ def memory_pass(job, marks):
         "breakdown_bytes": breakdown_bytes,
         "breakdown_method": breakdown_method,
         "buffer_cache": buffer_cache,
+        "prediction": predicted,
         "bound_bytes": problem.bound_bytes,
         "bound_source": problem.bound_source,  # declared, or derived (harness/workloads/derived_bound.py)
         "tracemalloc_peak_bytes": traced,

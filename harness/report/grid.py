@@ -13,6 +13,7 @@ background.
 
 import math
 
+from harness.measure import prediction
 from harness.report import records as rec
 from harness.report import split
 from harness.report.fmt import esc, human_bytes, human_ratio, human_seconds
@@ -42,12 +43,27 @@ def _ok_cell(record, scale):
          f'+ {esc(human_bytes(cache))} buffer cache (off while measured)</div>') if cache is not None else "",
         f'<div class="ratio">{esc(human_ratio(ratio))} bound</div>' if ratio is not None else "",
         f'<div class="first">first step {esc(human_bytes(first))}</div>' if first is not None else "",
+        _predicted_line(record),
         _time_line(record, seconds),
         split.render(record, scale),
     ]
     program = f' title="step program: {esc(record["step_program"])}"' if record.get("step_program") else ""
     return (f'<td class="cell status-ok" data-ratio="{ratio if ratio is not None else ""}"{style}{program}>'
             f'{"".join(lines)}</td>')
+
+
+def _predicted_line(record):
+    """The framework's own prediction of the step, never shown as measured: its figure
+    and its ratio to the measured step peak (or "prediction failed", with the reason)."""
+    found = record.get("prediction") or {}
+    value = prediction.ratio(record)
+    if value is not None:
+        other = "" if found.get("same_program", True) else " of another program *"
+        return (f'<div class="predicted" title="{esc(found.get("method") or "")}">predicted '
+                f'{esc(human_bytes(found.get("bytes")))}{esc(other)} ({esc(human_ratio(value))} measured)</div>')
+    if found.get("state") in ("failed", "zero"):
+        return f'<div class="predicted" title="{esc(found.get("reason") or "")}">prediction {esc(found["state"])}</div>'
+    return ""
 
 
 def _time_line(record, seconds):
@@ -104,7 +120,9 @@ MEANING = (
     "as two programs themselves (hover a cell for its step program). MLX and tinygrad serve steps from "
     "freed buffers they keep: their memory passes run with that <b>buffer cache</b> off, so their step "
     "peak is what a step allocates, as in every other row, and what the cache holds between steps when "
-    "on is shown beside it."
+    "on is shown beside it. \u201cpredicted\u201d is the framework's own prediction of the step "
+    "(JAX's <code>memory_analysis()</code>, torch's <code>MemTracker</code>, XLA's buffer assignment, "
+    "PyTensor's profiler), beside the measurement and never instead of it."
 )
 
 

@@ -5,7 +5,7 @@ file system for one), so the page opens from disk, offline, and its browser cons
 stays empty.
 """
 
-from harness.report import charts, gradients, grid, orders, provenance, remat, scaling, statuses, timelines
+from harness.report import charts, gradients, grid, orders, predicted, provenance, remat, scaling, statuses, timelines
 from harness.report import records as rec
 from harness.report.fmt import esc
 
@@ -20,6 +20,7 @@ td.cell .noisy { color: #a35a00; font-style: italic; }
 td.cell .peak { font-weight: 600; } td.cell .ratio, td.cell .time, td.cell .first { font-size: 12px; }
 td.cell .retained { font-weight: 400; font-size: 12px; color: #444; }
 td.cell .cache { font-size: 12px; color: #444; }
+td.cell .predicted { font-size: 12px; color: #555; font-style: italic; }
 td.cell .split { margin-top: 3px; line-height: 0; } td.cell .unseen { font-size: 10px; color: #666; }
 .meaning { max-width: 60em; }
 td.cell .message, td.message { font-size: 11px; color: #444; max-width: 22em; overflow-wrap: anywhere; }
@@ -75,6 +76,7 @@ def render(records, files, title="gradmem comparison", history_url=None):
         ("checkpointing", "Checkpointing: does rematerialisation lower the peak?", remat.render(plain)),
         ("orders", "Execution order: the reference engine's backward schedules", orders.render(plain)),
         ("scaling", "Scaling: memory against the batch, and the largest batch that fits", scaling.render(scaled)),
+        ("predicted", "Predicted against measured: each framework's own memory prediction", predicted.render(plain)),
     ]
     studies = [(anchor, heading, body) for anchor, heading, body in studies if body]
     nav += "".join(f'<a href="#{anchor}">{anchor}</a>' for anchor, _, _ in studies)
