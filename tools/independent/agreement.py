@@ -60,12 +60,25 @@ def harness_peak(framework, workload, size, dtype, workdir, mode="eager"):
     return outcome.result
 
 
-def compare(framework, workload, size="tiny", dtype="float32", mode="eager"):
-    """(harness step peak, independent step peak, harness retained) in bytes."""
+def measure_both(framework, workload, size="tiny", dtype="float32", mode="eager"):
+    """(the harness's memory-pass result, the script's figures) of one cell."""
     with tempfile.TemporaryDirectory(prefix="gradmem-agree-") as workdir:
         mine = harness_peak(framework, workload, size, dtype, workdir, mode)
         theirs = independent_peak(framework, workload, size, dtype, workdir, mode)
+    return mine, theirs
+
+
+def compare(framework, workload, size="tiny", dtype="float32", mode="eager"):
+    """(harness step peak, independent step peak, harness retained) in bytes."""
+    mine, theirs = measure_both(framework, workload, size, dtype, mode)
     return mine["peak_bytes"]["total"], theirs["peak_bytes"]["total"], mine["retained_bytes"]
+
+
+def compare_prediction(workload, size="tiny", dtype="float32"):
+    """(the harness record's JAX prediction, the script's own memory_analysis reading)
+    of a compiled JAX cell, in bytes: the record's reading of XLA's plan, checked."""
+    mine, theirs = measure_both("jax", workload, size, dtype, "compiled")
+    return (mine.get("prediction") or {}).get("bytes"), theirs["predicted_bytes"]
 
 
 def main(argv=None):
