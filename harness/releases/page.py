@@ -25,7 +25,7 @@ svg text.unavailable { fill: #999; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; } tr.differs td.release { background: #fff1c2; }
 .change-up { color: #b00; } .change-down { color: #070; } .advisory-row { color: #8a5a00; }
 """
-W, H, LEFT, BOTTOM, TOP = 300, 150, 58, 44, 22
+W, H, LEFT, BOTTOM, TOP, PAD = 300, 150, 58, 44, 22, 8
 
 
 def render(framework, records, document, env_info, meta):
@@ -34,10 +34,12 @@ def render(framework, records, document, env_info, meta):
     modes = sorted({r["mode"] for r in records})
     workloads_ = sorted({r["workload"] for r in records})
     samples = detect.series(records)
+    starred = {v for v, info in env_info.items() if (info or {}).get("dependency_differs")}
     sections = []
     for workload in workloads_:
         for mode in modes:
-            charts = [_chart(workload, mode, figure, releases, samples.get((workload, mode, figure), {}), changes)
+            charts = [_chart(workload, mode, figure, releases, samples.get((workload, mode, figure), {}), changes,
+                             starred)
                       for figure in detect.FIGURES]
             sections.append(f'<section id="{esc(workload)}-{esc(mode)}"><h3>{esc(workload)} · {esc(mode)}</h3>'
                             f'<div class="charts">{"".join(charts)}</div></section>')
@@ -77,16 +79,17 @@ def _intro(framework, records, releases, document, meta):
     )
 
 
-def _chart(workload, mode, figure, releases, by_release, changes):
+def _chart(workload, mode, figure, releases, by_release, changes, starred=()):
     unit = detect.FIGURES[figure][2]
     values = [v for vs in by_release.values() for v in vs]
     top = max(values) if values else 1.0
     top = top * 1.08 if top > 0 else 1.0
     plot_w, plot_h = W - LEFT - 8, H - TOP - BOTTOM
-    step = plot_w / max(len(releases) - 1, 1)
+    inner = plot_w - 2 * PAD  # the first and last releases' dots clear the axes
+    step = inner / max(len(releases) - 1, 1)
 
     def x(i):
-        return LEFT + (i * step if len(releases) > 1 else plot_w / 2)
+        return LEFT + PAD + (i * step if len(releases) > 1 else inner / 2)
 
     def y(v):
         return TOP + plot_h - (v / top) * plot_h
@@ -100,7 +103,7 @@ def _chart(workload, mode, figure, releases, by_release, changes):
     for i, release in enumerate(releases):
         found = by_release.get(release)
         parts.append(f'<text x="{x(i):.1f}" y="{TOP + plot_h + 8:.1f}" class="small" text-anchor="end" '
-                     f'transform="rotate(-55 {x(i):.1f} {TOP + plot_h + 8:.1f})">{esc(release)}</text>')
+                     f'transform="rotate(-55 {x(i):.1f} {TOP + plot_h + 8:.1f})">{esc(release)}{" *" if release in starred else ""}</text>')
         if not found:
             parts.append(svg.text(x(i), TOP + plot_h - 3, "×", anchor="middle", cls="small unavailable"))
             continue
