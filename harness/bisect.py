@@ -15,7 +15,9 @@ stage 2 from.
 
 One memory pass per probe (memory is near-deterministic); --metric time adds the time
 pass. --metric is a phase of the step peak (forward, backward, step, total), footprint
-(retained + step peak, total), retained (what the framework keeps between steps) or
+(retained + step peak, total), retained (what the framework keeps between steps),
+first_step / first_footprint (the cold first step's peak / retained + peak: compiling,
+tracing and caches, what "the first epoch needs 6 GB" reports are about) or
 time (median of the timed steps, total; default threshold 10 % instead of 5 %). The
 two candidates at the boundary are measured again to confirm. Every probe's figure is
 printed as it is made.
@@ -40,7 +42,9 @@ from harness.measure.runner import run_worker
 from harness.versions import bisection, commits, envs, index, spec
 
 PHASE_METRICS = ("forward", "backward", "step", "total")
-METRICS = PHASE_METRICS + ("footprint", "retained", "time")
+#: the cold first step's figures ("the first epoch needs 6 GB"): its peak and footprint (total)
+FIRST_METRICS = ("first_step", "first_footprint")
+METRICS = PHASE_METRICS + ("footprint", "retained") + FIRST_METRICS + ("time",)
 MIB = 1024 * 1024
 
 
@@ -136,7 +140,8 @@ def _run(adapter, args):
 def metric_label(metric):
     if metric in PHASE_METRICS:
         return f"{metric} step peak" if metric != "total" else "step peak"
-    return {"footprint": "footprint (retained + step peak)", "retained": "retained", "time": "time (median)"}[metric]
+    return {"footprint": "footprint (retained + step peak)", "retained": "retained", "time": "time (median)",
+            "first_step": "first-step peak", "first_footprint": "first-step footprint (retained + peak)"}[metric]
 
 
 def _format(figure, metric):
@@ -315,6 +320,10 @@ def figure(result, metric):
         value = (result.get("footprint_bytes") or {}).get("total")
     elif metric == "retained":
         value = result.get("retained_bytes")
+    elif metric == "first_step":
+        value = (result.get("first_step_peak_bytes") or {}).get("total")
+    elif metric == "first_footprint":
+        value = (result.get("first_step_footprint_bytes") or {}).get("total")
     else:
         value = (result.get("time_s") or {}).get("total")
     if not isinstance(value, (int, float)) or isinstance(value, bool):

@@ -17,6 +17,7 @@ COMMANDS = {
     "scale": ("harness.scale.command", "how memory grows with the batch, and the largest batch that fits"),
     "report": ("harness.report.build", "write the comparison page from result files"),
     "bisect": ("harness.bisect", "the first release or commit of a framework that moved a figure"),
+    "releases": ("harness.releases.command", "every release of a framework measured, and the changes between them"),
     "new-workload": ("harness.new_workload", "write a commented workload file to edit into your model"),
 }
 

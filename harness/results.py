@@ -354,6 +354,28 @@ def write_json_atomic(path, payload):
         raise
 
 
+def write_records(path, records):
+    """Replace the JSONL file at `path` with `records`, whole or not at all (the
+    temp + os.replace protocol of `append_record`, under its lock)."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    payload = "".join(dumps(record) for record in records).encode("utf-8")
+    with _locked(path):
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        _fsync_directory(directory)
+
+
 def read_records(path):
     """Every record of the JSONL file at `path`, in file order; RecordFileError at the
     first line that is not JSON (strict: for files a test just wrote). Readers of files

@@ -111,8 +111,32 @@ def for_version(adapter, version, torch_index=None):
         if torch_index != "pypi":
             options = ["--index-url", torch_index, "--extra-index-url", "https://pypi.org/simple"]
     requirements = [f"{package}=={version}"] + runtime_pins(exclude=(package,), also=adapter.adapter_requires)
-    dists = adapter.distributions + (package,) + tuple(adapter.adapter_requires)
-    return build(name, requirements, pip_options=options, dists=dists)
+    dists = adapter.distributions + (package,) + tuple(adapter.adapter_requires) + ("scipy",)
+    return build_loading(adapter.name, name, requirements, options, dists)
+
+
+def build_loading(adapter_name, name, requirements, options, dists):
+    """`build`, then the adapter must load there; when it does not with the pinned
+    NumPy/SciPy, built again with each of era.LADDER's older ones until it does (the
+    manifest's `dependency_differs` and `era_reason` say what and why)."""
+    from harness.versions import era
+
+    def loads(python, log):
+        era.check_loads(adapter_name, python)
+
+    try:
+        return build(name, requirements, pip_options=options, dists=dists, extra_steps=(loads,))
+    except era.LoadFailed as first:
+        failure = first
+    for step in era.LADDER:
+        tried = era.relaxed(requirements, step)
+        try:
+            env_ = build(name, tried, pip_options=options, dists=dists + ("future",), extra_steps=(loads,),
+                         annotate=lambda m, step=step: _era_note(m, requirements, step, failure))
+        except era.LoadFailed:
+            continue
+        return env_
+    raise failure
 
 
 def runtime_pins(exclude=(), also=()):
@@ -137,7 +161,16 @@ def runtime_pins(exclude=(), also=()):
     return pins
 
 
-def build(name, requirements, pip_options=(), dists=(), extra_steps=()):
+def _era_note(manifest, pinned, step, failure):
+    from harness.versions import era
+
+    manifest["dependency_differs"] = era.differs(pinned, manifest.get("versions", {}))
+    manifest["era_step"] = step[0]
+    manifest["era_reason"] = str(failure).splitlines()[-1][:300]
+    return manifest
+
+
+def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate=None):
     """Build (or find, under the lock) the environment `name` with `requirements`.
 
     `extra_steps`: functions (python, log_path) -> None run after the install (e.g. a
@@ -151,13 +184,14 @@ def build(name, requirements, pip_options=(), dists=(), extra_steps=()):
         _step(pip + ["--no-deps", gradmem_wheel(log)], log, "pip install --no-deps gradmem")
         for extra in extra_steps:
             extra(python, log)
-        return {
+        manifest = {
             "name": name,
             "requirements": list(requirements),
             "pip_options": list(pip_options),
             "python": _run_python(python, "import sys; print(sys.version.split()[0])").strip(),
             "versions": installed_versions(python, tuple(dists) + ("numpy", "gradmem")),
         }
+        return annotate(manifest) if annotate else manifest
 
     return _made_once(name, fill)
 

@@ -83,7 +83,7 @@ def test_bad_versions_exit_2(fake_index, monkeypatch, capsys, good, bad, says):
     [
         (["--framework", "reference"], "reference has no releases or repository of its own"),
         (["--framework", "jax==0.9.2"], "name the framework alone; versions go to --good/--bad"),
-        (["--metric", "peak"], "unknown metric 'peak'; valid metrics: forward, backward, step, total, footprint, retained, time"),
+        (["--metric", "peak"], "unknown metric 'peak'; valid metrics: forward, backward, step, total, footprint, retained, first_step, first_footprint, time"),
         (["--metric", "step"], "--metric step is the optimizer update's peak: give --optimizer sgd|adam"),
         (["--workload", "lstm"], "unknown workload 'lstm'"),
     ],
@@ -92,3 +92,14 @@ def test_bad_options_exit_2(fake_index, capsys, extra, says):
     argv = ["bisect", "--workload", "rnn_fanout", "--framework", "autograd", "--good", "1.0.0", "--bad", "1.7.0", *extra]
     assert cli.main(argv) == 2
     assert says in capsys.readouterr().err
+
+
+def test_first_step_metrics_read_the_cold_steps_figures():
+    # the cold first step's peak and footprint, not the steady state's (issue 25)
+    result = {
+        "peak_bytes": {"total": 10}, "footprint_bytes": {"total": 30},
+        "first_step_peak_bytes": {"total": 700}, "first_step_footprint_bytes": {"total": 900},
+    }
+    assert bisect_command.figure(result, "first_step") == (700.0, "")
+    assert bisect_command.figure(result, "first_footprint") == (900.0, "")
+    assert bisect_command.figure({"peak_bytes": {"total": 1}}, "first_step")[0] is None

@@ -1,0 +1,7 @@
+"""`python -m harness releases`: every release of a framework measured, and the changes between them.
+
+listing.py (the releases in a range, yanked ones named), sweep.py (each release in its
+cached environment through `harness run`, repeated rounds), store.py (the records and
+their rounds), detect.py (changes beyond each cell's measured run-to-run band),
+page.py (the static page per framework), command.py (the CLI).
+"""

@@ -1,0 +1,232 @@
+"""`python -m harness releases`: every release of a framework in a range, measured, and its changes found.
+
+    python -m harness releases --framework autograd --from 1.5 --repeats 3 --keep-envs
+    python -m harness releases --framework jax --from 0.4.38 --workload chained_dot,unet --mode eager
+
+The releases come from the package index (PyPI's JSON API, else `pip index versions`;
+yanked ones are skipped and named; pre-releases never). Each release is measured in
+its cached environment (harness/versions/envs.py, built on first use; an old release
+that does not load with the pinned NumPy gets the newest older NumPy/SciPy it loads
+with, harness/versions/era.py) by `harness run` itself: every cell a fresh worker per
+pass, --repeats rounds one after another (each round a sweep of its own, so the rounds
+measure the run-to-run band the detector needs). A release that cannot be installed or
+loaded is a recorded `unavailable` with pip's or Python's last lines, and the sweep
+goes on. Then the changes between consecutive releases (harness/releases/detect.py)
+and the page (harness/releases/page.py) are written beside the records
+(harness/releases/store.py). `--page-only` writes those two again from the records.
+
+After a release is measured its environment is deleted unless --keep-envs (only an
+environment this sweep built; one that was cached before is left). SIGTERM, SIGHUP or
+Ctrl-C stop the running sweep as `harness run` does (every finished record kept);
+`--resume` measures only what is missing. Exit 0 when the sweep ran (cells that failed
+are records), 2 for bad input, 128 + the signal when stopped.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from harness import choices, frameworks, results, workloads
+from harness.frameworks.base import Unavailable
+from harness.measure import interrupts, resume
+from harness.measure import sweep as run_sweep
+from harness.releases import detect, listing, page, store
+from harness.versions import envs, index, spec
+
+DEFAULT_OUT = "results/releases"
+
+
+def add_arguments(parser):
+    parser.add_argument("--framework", required=True, help="the framework whose releases are swept (a name alone)")
+    parser.add_argument("--from", dest="first", default=None, help="the oldest release to sweep (default: the first)")
+    parser.add_argument("--to", dest="last", default=None, help="the newest release to sweep (default: the newest)")
+    parser.add_argument("--workload", "--workloads", dest="workload", default="all", help="W[,W...] or all (default all)")
+    parser.add_argument(
+        "--mode", "--modes", dest="mode", default=None,
+        help="eager|compiled[,...] (default: every mode the framework's adapter implements)",
+    )
+    parser.add_argument("--size", default="small", help="tiny|small|paper (default small)")
+    parser.add_argument("--dtype", default="float32", help="float32|float64 (default float32)")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds per release: its run-to-run band (default 3)")
+    parser.add_argument("--time-repeat", type=int, default=3, help="timed steps per cell, at least (default 3)")
+    parser.add_argument(
+        "--time-budget", type=float, default=1.0,
+        help="seconds of timed steps per cell beyond which no more are added (default 1; time is advisory here)",
+    )
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker (default 600)")
+    parser.add_argument("--out", default=DEFAULT_OUT, help=f"directory of the records and page (default {DEFAULT_OUT})")
+    parser.add_argument("--resume", action="store_true", help="measure only the cells without a record in --out")
+    parser.add_argument("--keep-envs", action="store_true", help="keep each release's environment after it is measured")
+    parser.add_argument("--page-only", action="store_true", help="measure nothing: write the changes and page again")
+
+
+def check(args):
+    """The adapter and the modes; ChoiceError (exit 2) for every bad value."""
+    name, version = spec.parse_item(args.framework, frameworks.NAMES)
+    if version is not None:
+        raise choices.ChoiceError(f"--framework {args.framework}: name the framework alone; the range is --from/--to")
+    adapter = frameworks.get(name)
+    if adapter.package is None:
+        pinnable = [n for n in frameworks.NAMES if frameworks.get(n).package]
+        raise choices.ChoiceError(f"{name} has no releases (its code is gradmem's own); frameworks with releases: "
+                                  f"{', '.join(pinnable)}")
+    modes = choices.parse_choices("mode", args.mode, choices.MODES) if args.mode else list(adapter.modes)
+    for mode in modes:
+        adapter.check_mode(mode)
+    args.mode = ",".join(modes)
+    workloads.parse(args.workload)
+    choices.check_choice("size", args.size, choices.SIZES)
+    choices.check_choice("dtype", args.dtype, choices.DTYPES)
+    for option, text in (("--from", args.first), ("--to", args.last)):
+        if text is not None:
+            spec.check_version(text, option)
+    if args.repeats < 1 or args.time_repeat < 1 or args.time_budget < 0:
+        raise choices.ChoiceError("--repeats and --time-repeat must be >= 1, --time-budget >= 0")
+    return adapter
+
+
+def main(args):
+    adapter = check(args)
+    out = args.out
+    os.makedirs(out, exist_ok=True)
+    if args.page_only:
+        return _publish(adapter, args)
+    try:
+        releases, source = listing.published(adapter.package)
+    except index.IndexError_ as err:
+        raise choices.ChoiceError(str(err)) from None
+    chosen = listing.in_range(releases, args.first, args.last)
+    if not chosen:
+        raise choices.ChoiceError(
+            f"no release of {adapter.package} from {args.first or 'the first'} to {args.last or 'the newest'}; "
+            f"released: {', '.join(r.version for r in releases[-8:])}"
+        )
+    yanked = [r for r in chosen if r.yanked]
+    sweep = [r for r in chosen if not r.yanked]
+    print(f"{adapter.name}: {len(sweep)} releases from {sweep[0].version} to {sweep[-1].version} ({source})", flush=True)
+    for release in yanked:
+        print(f"  skipped {release.version}: yanked ({release.yanked})", flush=True)
+    existing = store.read(store.merged_path(out, adapter.name)) + store.read(store.round_path(out, adapter.name, 1))
+    if existing and not args.resume:
+        raise choices.ChoiceError(
+            f"{store.merged_path(out, adapter.name)} already holds {adapter.name} records: --resume to measure only "
+            f"what is missing, or another --out"
+        )
+    store.seed_rounds(out, adapter.name, args.repeats)
+    started = time.monotonic()
+    with interrupts.handling():
+        try:
+            for number, release in enumerate(sweep, 1):
+                code = _measure_release(adapter, release, args, f"[{number}/{len(sweep)}]")
+                if code:
+                    store.merge(out, adapter.name, args.repeats)
+                    print(f"stopped: the records so far are in {store.merged_path(out, adapter.name)}; "
+                          f"rerun with --resume", flush=True)
+                    return code
+        except KeyboardInterrupt as stop:
+            store.merge(out, adapter.name, args.repeats)
+            return getattr(stop, "exit_code", 130)
+    store.merge(out, adapter.name, args.repeats)
+    store.write_meta(out, adapter.name, {"releases": [r.version for r in sweep], "yanked": {r.version: r.yanked for r in yanked},
+                                          "uploaded": {r.version: r.uploaded for r in chosen}, "source": source,
+                                          "last_sweep_wall_s": round(time.monotonic() - started, 1),
+                                          "grid": {"workload": args.workload, "mode": args.mode, "size": args.size,
+                                                   "dtype": args.dtype, "repeats": args.repeats}})
+    return _publish(adapter, args)
+
+
+def _planned(adapter, release, args, round_file):
+    """The sweep namespace of one round of `release`, and its cells."""
+    parser = argparse.ArgumentParser()
+    run_sweep.add_arguments(parser)
+    ns = parser.parse_args([
+        "--workload", args.workload, "--framework", f"{adapter.name}=={release}", "--size", args.size,
+        "--dtype", args.dtype, "--mode", args.mode, "--device", "cpu", "--repeat", str(args.time_repeat),
+        "--time-budget", str(args.time_budget), "--timeout", str(args.timeout), "--out", round_file,
+        "--resume", "--quiet",
+    ])
+    return ns, run_sweep.plan(ns)
+
+
+def _missing(round_file, todo):
+    done = {resume.key(r) for r in store.read(round_file)}
+    return [cell for cell in todo if resume.key(cell) not in done]
+
+
+def _measure_release(adapter, release, args, where):
+    out, name, version = args.out, adapter.name, release.version
+    first = store.round_path(out, name, 1)
+    ns, todo = _planned(adapter, version, args, first)
+    first_missing = _missing(first, todo)
+    unavailable = not first_missing and all(
+        r.get("status") == "unavailable" for r in store.read(first) if r.get("version") == version)
+    rounds_missing = [k for k in range(1, args.repeats + 1)
+                      if _missing(store.round_path(out, name, k), todo)]
+    if unavailable or not rounds_missing:
+        print(f"{where} {name}=={version}: already measured", flush=True)
+        return 0
+    was_cached = envs.cached(f"{name}-{version}") is not None
+    began = time.monotonic()
+    try:
+        env_ = envs.for_version(adapter, version)
+    except Unavailable as err:
+        for cell in todo:
+            results.append_record(first, results.new_record(cell, "unavailable", str(err), {"versions": {}}))
+        store.write_env(out, name, version, {"unavailable": str(err)[-1500:]})
+        print(f"{where} {name}=={version}: unavailable: {str(err).splitlines()[0][:200]}", flush=True)
+        return 0
+    build_s = None if was_cached else round(time.monotonic() - began, 1)
+    info = {"versions": env_.versions, "dependency_differs": env_.manifest.get("dependency_differs") or {},
+            "era_reason": env_.manifest.get("era_reason"), "disk_bytes": _disk(env_.path)}
+    if build_s is not None:
+        info["build_s"] = build_s
+    store.write_env(out, name, version, info)
+    measured = time.monotonic()
+    for number in rounds_missing:
+        ns.out = store.round_path(out, name, number)
+        os.makedirs(os.path.dirname(ns.out), exist_ok=True)
+        code = run_sweep.main(ns)
+        if code:
+            return code
+        mine = [r for r in store.read(ns.out) if r.get("version") == version]
+        counts = {s: sum(1 for r in mine if r.get("status") == s) for s in results.STATUSES}
+        print(f"{where} {name}=={version} round {number}/{args.repeats}: "
+              + ", ".join(f"{n} {s}" for s, n in counts.items() if n), flush=True)
+        store.merge(out, name, args.repeats)
+    store.write_env(out, name, version, {"measure_s": round(time.monotonic() - measured, 1)})
+    if not args.keep_envs and not was_cached:
+        shutil.rmtree(env_.path, ignore_errors=True)
+        store.write_env(out, name, version, {"pruned": True})
+    return 0
+
+
+def _disk(path):
+    """Bytes the environment takes on disk (du: hard links once)."""
+    try:
+        done = subprocess.run(["du", "-sk", path], capture_output=True, text=True, timeout=300)
+        return int(done.stdout.split()[0]) * 1024
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+
+def _publish(adapter, args):
+    out, name = args.out, adapter.name
+    records = store.read(store.merged_path(out, name))
+    if not records:
+        raise choices.ChoiceError(f"{store.merged_path(out, name)}: no records to publish; run the sweep first")
+    found = detect.detect(records)
+    size = (store.read_meta(out, name).get("grid") or {}).get("size", args.size)
+    report = detect.report(records, found, name, store.read_envs(out, name), size=size)
+    results.write_json_atomic(store.changes_path(out, name), report)
+    path = os.path.join(out, f"{name}.html")
+    text = page.render(name, records, report, store.read_envs(out, name), store.read_meta(out, name))
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(path + ".tmp", path)
+    print(detect.summary(report), flush=True)
+    print(f"records {store.merged_path(out, name)}; changes {store.changes_path(out, name)}; page {path}", flush=True)
+    return 0

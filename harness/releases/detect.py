@@ -1,0 +1,256 @@
+"""Changes between consecutive releases, judged against each cell's measured run-to-run band.
+
+A release sweep measures every release in N rounds (fresh processes each). For one
+(workload, mode, figure) the samples of release A and of the next release B are
+compared. Their *band* is the larger of the two releases' own spreads (max - min of
+their rounds: what the same release does run to run, measured, not assumed), and at
+least the instrument's grain for memory (`GRAIN_BYTES`: RSS is read in pages and
+steps of ~256 KiB, docs/measurement.md; a spread of 0 over three rounds does not make
+a 4 KiB move real). B changed when
+
+    |median(B) - median(A)| > band   and   B's samples all lie beyond A's (no overlap)
+
+Not a fixed percentage: a noisy cell (JAX's eager step peak moves ~10 % run to run)
+needs a larger move than a deterministic one (autograd's is steady within the grain).
+With fewer than 2 rounds on either side the band is not measured and nothing is
+judged (`unjudged` counts such pairs). Time is advisory (a shared machine's load
+moves it): its changes are listed apart and never called a regression of memory.
+"""
+
+import statistics
+from typing import NamedTuple
+
+from harness.versions import index
+
+MIB = 1024 * 1024
+GRAIN_BYTES = 256 * 1024
+
+#: figure name -> (record key, phase or None, unit); the order the page lists them in
+FIGURES = {
+    "step_peak": ("peak_bytes", "total", "bytes"),
+    "step_peak.forward": ("peak_bytes", "forward", "bytes"),
+    "step_peak.backward": ("peak_bytes", "backward", "bytes"),
+    "footprint": ("footprint_bytes", "total", "bytes"),
+    "retained": ("retained_bytes", None, "bytes"),
+    "first_step_peak": ("first_step_peak_bytes", "total", "bytes"),
+    "first_step_footprint": ("first_step_footprint_bytes", "total", "bytes"),
+    "time": ("time_s", "total", "seconds"),
+}
+MEANING = {
+    "step_peak": "step peak: the most a steady-state step needs above the resident bytes at its start (total)",
+    "step_peak.forward": "step peak of the forward phase",
+    "step_peak.backward": "step peak of the backward phase",
+    "footprint": "footprint: retained + step peak (what a steady step needs in all)",
+    "retained": "retained: what the framework keeps resident between steps (above the pre-first-step baseline)",
+    "first_step_peak": "first-step peak: the cold first step's peak (tracing, compiling, caches)",
+    "first_step_footprint": "first-step footprint: retained + peak of the cold first step",
+    "time": "time: median step time (advisory: measured on a shared machine)",
+}
+#: `harness bisect --metric` of each figure (stage 2 finds the commit)
+BISECT_METRIC = {
+    "step_peak": "total", "step_peak.forward": "forward", "step_peak.backward": "backward",
+    "footprint": "footprint", "retained": "retained", "first_step_peak": "first_step",
+    "first_step_footprint": "first_footprint", "time": "time",
+}
+
+
+class Change(NamedTuple):
+    workload: str
+    mode: str
+    figure: str
+    before_release: str  # the last release before the move
+    release: str  # the release that introduced it
+    before: float  # medians
+    after: float
+    band: float  # the run-to-run band it exceeded
+    before_samples: tuple
+    after_samples: tuple
+
+    @property
+    def delta(self):
+        return self.after - self.before
+
+    @property
+    def relative(self):
+        return self.delta / self.before if self.before else None
+
+    @property
+    def direction(self):
+        return "up" if self.delta > 0 else "down"
+
+    @property
+    def advisory(self):
+        return FIGURES[self.figure][2] == "seconds"
+
+
+def value(record, figure):
+    """The figure of an "ok" record, or None."""
+    if record.get("status") != "ok":
+        return None
+    key, phase, _ = FIGURES[figure]
+    found = record.get(key)
+    if phase is not None:
+        found = (found or {}).get(phase) if isinstance(found, dict) else None
+    if isinstance(found, bool) or not isinstance(found, (int, float)):
+        return None
+    return float(found)
+
+
+def series(records):
+    """{(workload, mode, figure): {release: [samples]}} of the ok records."""
+    out = {}
+    for record in records:
+        release = record.get("version") or record.get("framework_version")
+        if release is None:
+            continue
+        for figure in FIGURES:
+            found = value(record, figure)
+            if found is not None:
+                out.setdefault((record["workload"], record["mode"], figure), {}).setdefault(release, []).append(found)
+    return out
+
+
+def band(a, b, figure):
+    """The run-to-run band of two releases' samples (None: fewer than 2 on a side)."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    floor = GRAIN_BYTES if FIGURES[figure][2] == "bytes" else 0.0
+    return max(max(a) - min(a), max(b) - min(b), floor)
+
+
+def is_change(a, b, figure):
+    """(changed, band) of release samples `a` then `b`."""
+    width = band(a, b, figure)
+    if width is None:
+        return False, None
+    delta = statistics.median(b) - statistics.median(a)
+    apart = min(b) > max(a) if delta > 0 else max(b) < min(a)
+    return abs(delta) > width and apart, width
+
+
+class Found(NamedTuple):
+    changes: list  # [Change]
+    flat: list  # [(workload, mode, figure, releases compared, largest |delta| / band)]
+    unjudged: int  # consecutive pairs with fewer than 2 rounds on a side
+
+
+def detect(records):
+    changes, flat, unjudged = [], [], 0
+    for (workload, mode, figure), by_release in sorted(series(records).items()):
+        releases = sorted(by_release, key=index.sort_key)
+        largest, judged = 0.0, 0
+        for before, after in zip(releases, releases[1:]):
+            a, b = by_release[before], by_release[after]
+            changed, width = is_change(a, b, figure)
+            if width is None:
+                unjudged += 1
+                continue
+            judged += 1
+            if changed:
+                changes.append(Change(workload, mode, figure, before, after, statistics.median(a),
+                                      statistics.median(b), width, tuple(a), tuple(b)))
+            else:
+                ratio = abs(statistics.median(b) - statistics.median(a)) / width if width else 0.0
+                largest = max(largest, ratio)
+        if judged and not any(c[:3] == (workload, mode, figure) for c in changes):
+            flat.append((workload, mode, figure, len(releases), largest))
+    return Found(changes, flat, unjudged)
+
+
+def parts(records, change):
+    """What moved inside a memory change: {"phase": {forward/backward: delta}, "breakdown":
+    {part: delta}, "moved": the largest part's name} (medians over the rounds)."""
+    if change.advisory:
+        return {}
+
+    def medians(release):
+        mine = [r for r in records if r.get("status") == "ok" and r.get("workload") == change.workload
+                and r.get("mode") == change.mode and (r.get("version") or r.get("framework_version")) == release]
+        out = {}
+        for key, group in (("peak_bytes", "phase"), ("breakdown_bytes", "breakdown"),
+                           ("retained_detail_bytes", "retained")):
+            for name in {n for r in mine for n in (r.get(key) or {})}:
+                values = [r[key][name] for r in mine if isinstance((r.get(key) or {}).get(name), (int, float))]
+                if values:
+                    out[(group, name)] = statistics.median(values)
+        return out
+
+    a, b = medians(change.before_release), medians(change.release)
+    found = {}
+    for (group, name) in sorted(set(a) & set(b)):
+        if group == "phase" and name == "total":
+            continue
+        found.setdefault(group, {})[name] = b[(group, name)] - a[(group, name)]
+    candidates = [(abs(d), f"{g}.{n}", d) for g, items in found.items() if g != "phase" for n, d in items.items()]
+    if candidates:
+        _, name, delta = max(candidates)
+        found["moved"] = f"{name} {delta / MIB:+.2f} MiB"
+    return found
+
+
+PURE_PYTHON = ("autograd", "pytensor", "tinygrad")  # stage 2 (`harness bisect --repo`) installs their commits
+
+
+def report(records, found, framework, env_info, size="small"):
+    """The JSON document of what was found (FRAMEWORK.changes.json)."""
+    listed = []
+    for change in found.changes:
+        differs = _dependencies_differ(env_info, change.before_release, change.release)
+        metric = BISECT_METRIC[change.figure]
+        command = (f"python -m harness bisect --framework {framework} --workload {change.workload} "
+                   f"--mode {change.mode} --size {size} --metric {metric} --good {change.before_release} "
+                   f"--bad {change.release}")
+        entry = {
+            "workload": change.workload, "mode": change.mode, "figure": change.figure,
+            "before_release": change.before_release, "release": change.release,
+            "before": change.before, "after": change.after, "delta": change.delta,
+            "relative": change.relative, "direction": change.direction, "band": change.band,
+            "before_samples": list(change.before_samples), "after_samples": list(change.after_samples),
+            "advisory": change.advisory, "parts": parts(records, change), "dependencies_differ": differs,
+            "command": command,
+        }
+        if framework in PURE_PYTHON and not change.advisory:
+            entry["commit_command"] = (command.replace(f"--good {change.before_release} --bad {change.release}",
+                                                       "--repo CHECKOUT --good <tag of "
+                                                       f"{change.before_release}> --bad <tag of {change.release}>"))
+        listed.append(entry)
+    return {
+        "framework": framework,
+        "rule": ("a change: |median(B) - median(A)| > band and no overlap of the two releases' rounds; band = the "
+                 f"larger spread (max - min) of the two releases' rounds, at least {GRAIN_BYTES // 1024} KiB for memory"),
+        "meaning": MEANING,
+        "changes": listed,
+        "flat": [{"workload": w, "mode": m, "figure": f, "releases": n, "largest_move_over_band": round(r, 3)}
+                 for w, m, f, n, r in found.flat],
+        "unjudged_pairs": found.unjudged,
+    }
+
+
+def _dependencies_differ(env_info, a, b):
+    """{dist: [version at a, version at b]} for NumPy/SciPy when the two environments differ."""
+    va = (env_info.get(a) or {}).get("versions") or {}
+    vb = (env_info.get(b) or {}).get("versions") or {}
+    return {d: [va.get(d), vb.get(d)] for d in ("numpy", "scipy") if va.get(d) != vb.get(d)}
+
+
+def fmt(figure, number):
+    if FIGURES[figure][2] == "seconds":
+        return f"{number * 1000:.2f} ms"
+    return f"{number / MIB:.2f} MiB"
+
+
+def summary(document):
+    """Lines for the terminal: every change, then how many figures stayed flat."""
+    lines = []
+    for c in document["changes"]:
+        rel = f" ({c['relative']:+.1%})" if c["relative"] is not None else ""
+        note = " [time: advisory]" if c["advisory"] else ""
+        deps = f" [NumPy/SciPy differ: {c['dependencies_differ']}]" if c["dependencies_differ"] else ""
+        lines.append(
+            f"change {c['workload']} {c['mode']} {c['figure']}: {c['before_release']} -> {c['release']} "
+            f"{fmt(c['figure'], c['before'])} -> {fmt(c['figure'], c['after'])}{rel}, band "
+            f"{fmt(c['figure'], c['band'])}{note}{deps}"
+        )
+    lines.append(f"{len(document['changes'])} change(s); {len(document['flat'])} (workload, mode, figure) series flat; "
+                 f"{document['unjudged_pairs']} pair(s) not judged (fewer than 2 rounds)")
+    return "\n".join(lines)

@@ -1,0 +1,199 @@
+"""The release page of one framework: each workload's figures against the release, changes marked.
+
+One self-contained HTML file (the comparison page's CSS, inline SVG, no scripts, no
+external resource), opening from disk. Per workload and mode, one small chart per
+figure: every round's sample as a dot, the median as a line, the releases in order on
+the x axis (evenly spaced: a release is a step, not a date); a release that introduced
+a change is marked by a red ring and a dashed line, its entry listed below the charts
+with its evidence (the samples, the band it exceeded, the part that moved, the command
+that shows it). Releases whose NumPy/SciPy differ from the pinned ones are marked *.
+"""
+
+import statistics
+
+from harness.releases import detect
+from harness.report import svg
+from harness.report.fmt import esc, human_bytes
+from harness.report.page import CSS
+from harness.versions import index
+
+EXTRA_CSS = """
+svg circle.sample { fill: #4c78a8; opacity: .55; } svg polyline.median { fill: none; stroke: #4c78a8; stroke-width: 1.5; }
+svg circle.change { fill: none; stroke: #d62728; stroke-width: 2; } svg line.change { stroke: #d62728; stroke-dasharray: 3 2; }
+svg circle.advisory { stroke: #a35a00; } svg line.advisory { stroke: #a35a00; }
+svg text.unavailable { fill: #999; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; } tr.differs td.release { background: #fff1c2; }
+.change-up { color: #b00; } .change-down { color: #070; } .advisory-row { color: #8a5a00; }
+"""
+W, H, LEFT, BOTTOM, TOP, PAD = 300, 150, 58, 44, 22, 8
+
+
+def render(framework, records, document, env_info, meta):
+    releases = sorted({r.get("version") for r in records if r.get("version")}, key=index.sort_key)
+    changes = document["changes"]
+    modes = sorted({r["mode"] for r in records})
+    workloads_ = sorted({r["workload"] for r in records})
+    samples = detect.series(records)
+    starred = {v for v, info in env_info.items() if (info or {}).get("dependency_differs")}
+    sections = []
+    for workload in workloads_:
+        for mode in modes:
+            charts = [_chart(workload, mode, figure, releases, samples.get((workload, mode, figure), {}), changes,
+                             starred)
+                      for figure in detect.FIGURES]
+            sections.append(f'<section id="{esc(workload)}-{esc(mode)}"><h3>{esc(workload)} · {esc(mode)}</h3>'
+                            f'<div class="charts">{"".join(charts)}</div></section>')
+    nav = "".join(f'<a href="#{esc(w)}-{esc(modes[0])}">{esc(w)}</a>' for w in workloads_)
+    title = f"gradmem: {framework} release by release"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>{esc(title)}</title><style>{CSS}{EXTRA_CSS}</style></head>
+<body><h1>{esc(title)}</h1>
+{_intro(framework, records, releases, document, meta)}
+<nav>{nav}<a href="#changes">changes</a><a href="#flat">flat</a><a href="#releases">releases</a></nav>
+<h2>Figures against the release</h2>{''.join(sections)}
+<section id="changes"><h2>Changes ({len(changes)})</h2>{_changes(changes)}</section>
+<section id="flat"><h2>What stayed flat</h2>{_flat(document)}</section>
+<section id="releases"><h2>Releases and their environments</h2>{_releases(releases, records, env_info, meta)}</section>
+</body></html>
+"""
+
+
+def _intro(framework, records, releases, document, meta):
+    grid = meta.get("grid") or {}
+    ok = sum(1 for r in records if r.get("status") == "ok")
+    meaning = "".join(f"<li><b>{esc(k)}</b>: {esc(v)}</li>" for k, v in document["meaning"].items())
+    yanked = meta.get("yanked") or {}
+    skipped = f" Skipped as yanked: {esc(', '.join(yanked))}." if yanked else ""
+    return (
+        f'<p class="meaning">{len(releases)} releases of {esc(framework)}, {len(records)} records ({ok} ok), '
+        f'size {esc(grid.get("size", "?"))} {esc(grid.get("dtype", ""))} on CPU, {esc(grid.get("repeats", "?"))} rounds '
+        f"per release (each cell a fresh worker per pass, as <code>harness run</code>).{skipped} "
+        f"Memory figures are bytes above a baseline taken in the worker (docs/measurement.md); "
+        f"a dot is one round, the line joins the medians.</p>"
+        f'<p class="meaning">{esc(document["rule"])}. Releases marked * ran with other NumPy/SciPy than the pinned '
+        f"ones (they do not load with them): a move next to one may be the dependency's.</p>"
+        f'<ul class="meaning legend">{meaning}</ul>'
+    )
+
+
+def _chart(workload, mode, figure, releases, by_release, changes, starred=()):
+    unit = detect.FIGURES[figure][2]
+    values = [v for vs in by_release.values() for v in vs]
+    top = max(values) if values else 1.0
+    top = top * 1.08 if top > 0 else 1.0
+    plot_w, plot_h = W - LEFT - 8, H - TOP - BOTTOM
+    inner = plot_w - 2 * PAD  # the first and last releases' dots clear the axes
+    step = inner / max(len(releases) - 1, 1)
+
+    def x(i):
+        return LEFT + PAD + (i * step if len(releases) > 1 else inner / 2)
+
+    def y(v):
+        return TOP + plot_h - (v / top) * plot_h
+
+    label = (lambda v: f"{v * 1000:.3g} ms") if unit == "seconds" else human_bytes
+    parts = [svg.text(0, 12, figure, cls="title"),
+             svg.line(LEFT, TOP, LEFT, TOP + plot_h, "axis"), svg.line(LEFT, TOP + plot_h, W - 8, TOP + plot_h, "axis"),
+             svg.text(LEFT - 4, TOP + 4, label(top), anchor="end", cls="small"),
+             svg.text(LEFT - 4, TOP + plot_h, "0", anchor="end", cls="small")]
+    medians = []
+    for i, release in enumerate(releases):
+        found = by_release.get(release)
+        parts.append(f'<text x="{x(i):.1f}" y="{TOP + plot_h + 8:.1f}" class="small" text-anchor="end" '
+                     f'transform="rotate(-55 {x(i):.1f} {TOP + plot_h + 8:.1f})">{esc(release)}{" *" if release in starred else ""}</text>')
+        if not found:
+            parts.append(svg.text(x(i), TOP + plot_h - 3, "×", anchor="middle", cls="small unavailable"))
+            continue
+        for v in found:
+            parts.append(f'<circle class="sample" cx="{x(i):.1f}" cy="{y(v):.1f}" r="2.2">'
+                         f"<title>{esc(release)}: {esc(label(v))}</title></circle>")
+        medians.append((x(i), y(statistics.median(found))))
+    if len(medians) > 1:
+        points = " ".join(f"{a:.1f},{b:.1f}" for a, b in medians)
+        parts.append(f'<polyline class="median" points="{points}"/>')
+    for c in changes:
+        if (c["workload"], c["mode"], c["figure"]) != (workload, mode, figure) or c["release"] not in releases:
+            continue
+        i = releases.index(c["release"])
+        cls = "change advisory" if c["advisory"] else "change"
+        tip = f"{c['before_release']} -> {c['release']}: {label(c['before'])} -> {label(c['after'])}, band {label(c['band'])}"
+        parts.append(svg.line(x(i) - step / 2, TOP, x(i) - step / 2, TOP + plot_h, cls, tip))
+        parts.append(f'<circle class="{cls}" cx="{x(i):.1f}" cy="{y(c["after"]):.1f}" r="6"><title>{esc(tip)}</title></circle>')
+    return svg.svg(W, H, "".join(parts), f"{workload} {mode} {figure} against the {len(releases)} releases")
+
+
+def _changes(changes):
+    if not changes:
+        return '<p class="none">No figure moved between consecutive releases by more than its run-to-run band.</p>'
+    rows = []
+    for c in changes:
+        label = detect.fmt
+        rel = f"{c['relative']:+.1%}" if c["relative"] is not None else "–"
+        part = (c.get("parts") or {}).get("moved", "")
+        phases = ", ".join(f"{k} {v / detect.MIB:+.2f} MiB" for k, v in ((c.get("parts") or {}).get("phase") or {}).items())
+        deps = "; ".join(f"{d} {a} → {b}" for d, (a, b) in c["dependencies_differ"].items())
+        samples = (", ".join(label(c["figure"], v) for v in c["before_samples"]) + " → "
+                   + ", ".join(label(c["figure"], v) for v in c["after_samples"]))
+        klass = "advisory-row" if c["advisory"] else ""
+        rows.append(
+            f'<tr class="{klass}"><td>{esc(c["workload"])}</td><td>{esc(c["mode"])}</td><td>{esc(c["figure"])}'
+            f'{" (advisory)" if c["advisory"] else ""}</td><td>{esc(c["before_release"])} → <b>{esc(c["release"])}</b></td>'
+            f'<td class="num change-{c["direction"]}">{esc(label(c["figure"], c["before"]))} → '
+            f'{esc(label(c["figure"], c["after"]))} ({esc(rel)})</td><td class="num">{esc(label(c["figure"], c["band"]))}</td>'
+            f'<td class="message">{esc(samples)}</td><td class="message">{esc(phases)}<br>{esc(part)}</td>'
+            f'<td class="message">{esc(deps) or "same"}</td><td class="message"><code>{esc(c["command"])}</code>'
+            + (f'<br><code>{esc(c["commit_command"])}</code>' if c.get("commit_command") else "") + "</td></tr>"
+        )
+    return ("<table><thead><tr><th>workload</th><th>mode</th><th>figure</th><th>release</th><th>median before → after</th>"
+            "<th>band exceeded</th><th>rounds</th><th>what moved (phases; largest part)</th><th>NumPy/SciPy</th>"
+            "<th>command that shows it</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def _flat(document):
+    flat = document["flat"]
+    if not flat:
+        return '<p class="none">No series was judged flat.</p>'
+    by_figure = {}
+    for item in flat:
+        by_figure.setdefault(item["figure"], []).append(item)
+    rows = "".join(
+        f"<tr><td>{esc(f)}</td><td>{len(items)}</td><td class='message'>"
+        + esc(", ".join(f"{i['workload']} {i['mode']}" for i in items)) + "</td><td class='num'>"
+        + f"{max(i['largest_move_over_band'] for i in items):.2f}</td></tr>"
+        for f, items in by_figure.items()
+    )
+    return ("<table><thead><tr><th>figure</th><th>flat series</th><th>which</th><th>largest move / band</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table><p class='legend'>{document['unjudged_pairs']} release pair(s) not judged "
+            "(fewer than 2 rounds on a side).</p>")
+
+
+def _releases(releases, records, env_info, meta):
+    uploaded = meta.get("uploaded") or {}
+    rows = []
+    for release in releases:
+        mine = [r for r in records if r.get("version") == release]
+        info = env_info.get(release) or {}
+        versions = info.get("versions") or {}
+        differs = info.get("dependency_differs") or {}
+        counts = {}
+        for r in mine:
+            counts[r.get("status")] = counts.get(r.get("status"), 0) + 1
+        status = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        reason = info.get("unavailable") or next((r.get("message") for r in mine if r.get("status") != "ok"), "")
+        deps = ", ".join(f"{d} {versions[d]}" for d in ("numpy", "scipy", "jaxlib") if versions.get(d))
+        rows.append(
+            f'<tr class="{"differs" if differs else ""}"><td class="release">{esc(release)}{" *" if differs else ""}</td>'
+            f"<td>{esc(uploaded.get(release, ''))}</td><td>{esc(deps)}</td>"
+            f'<td class="num">{esc(human_bytes(info.get("disk_bytes")))}</td>'
+            f'<td class="num">{esc(info.get("build_s", "cached"))}</td><td class="num">{esc(info.get("measure_s", "–"))}</td>'
+            f'<td>{esc(status)}</td><td class="message">{esc(str(reason)[:300])}'
+            + (f"<br>{esc(info.get('era_reason') or '')}" if differs else "") + "</td></tr>"
+        )
+    wall = meta.get("last_sweep_wall_s")
+    return (("<p>" + f"Last sweep's wall time: {wall:.0f} s." + "</p>") if wall else "") + (
+        "<table><thead><tr><th>release</th><th>uploaded</th><th>environment</th><th>disk</th><th>build s</th>"
+        "<th>measure s</th><th>records</th><th>why not ok / why another NumPy</th></tr></thead><tbody>"
+        + "".join(rows) + "</tbody></table>")

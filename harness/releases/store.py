@@ -1,0 +1,127 @@
+"""Where a release sweep keeps its records, per framework, under --out DIR:
+
+    DIR/FRAMEWORK.jsonl          every record, each with `release_round` (1..N): the
+                                 committed file, rewritten whole after each round;
+                                 without the bulky per-step lists (`COMPACTED`: every
+                                 timed step's seconds, the RSS timeline), which the
+                                 round files keep
+    DIR/FRAMEWORK.envs.json      per release: its environment's versions, what differs
+                                 from the pinned NumPy/SciPy, build time, disk
+    DIR/FRAMEWORK.changes.json   what harness/releases/detect.py found
+    DIR/FRAMEWORK.html           the page (harness/releases/page.py)
+    DIR/.rounds/FRAMEWORK/round-K.jsonl   the working file of round K: `harness run
+                                 --out` appends there, and `--resume` reads it
+
+Why one JSONL file per framework rather than asv results with the release as the x
+axis: asv keys a result by the *benchmarked project's commit* and keeps one
+environment per commit (asv#789), while a release sweep needs several rounds of one
+release (its run-to-run band), pinned era dependencies per release, and `unavailable`
+records with pip's reason; none of that has a place in asv's result files. A JSONL
+record is the schema `harness report` already reads.
+"""
+
+import json
+import os
+
+from harness import results
+
+ROUND_KEY = "release_round"
+#: left out of FRAMEWORK.jsonl (14 KB of a 20 KB record; no figure of the page uses them)
+COMPACTED = ("time_samples_s", "timeline")
+
+
+def merged_path(out, framework):
+    return os.path.join(out, f"{framework}.jsonl")
+
+
+def round_path(out, framework, number):
+    return os.path.join(out, ".rounds", framework, f"round-{number}.jsonl")
+
+
+def envs_path(out, framework):
+    return os.path.join(out, f"{framework}.envs.json")
+
+
+def read(path):
+    """The records of `path` ([] when absent), damaged lines named on stderr."""
+    try:
+        records, damaged = results.scan_records(path)
+    except results.RecordFileError:
+        return []
+    results.warn_damaged(damaged)
+    return records
+
+
+def seed_rounds(out, framework, rounds):
+    """A committed FRAMEWORK.jsonl with no working files beside it (a fresh checkout):
+    the round files made again from it, so --resume measures only what is missing."""
+    merged = read(merged_path(out, framework))
+    for number in range(1, rounds + 1):
+        path = round_path(out, framework, number)
+        if os.path.exists(path):
+            continue
+        mine = [_untagged(r) for r in merged if r.get(ROUND_KEY) == number]
+        if mine:
+            results.write_records(path, mine)
+
+
+def compact(record):
+    """`record` without the COMPACTED lists (the timeline, a key ok records must have,
+    becomes null), naming what was left out in `compacted`."""
+    left = [k for k in COMPACTED if record.get(k) is not None]
+    if not left:
+        return dict(record)
+    kept = {k: v for k, v in record.items() if k != "time_samples_s"}
+    if "timeline" in kept:
+        kept["timeline"] = None
+    kept["compacted"] = left
+    return kept
+
+
+def _untagged(record):
+    return {k: v for k, v in record.items() if k != ROUND_KEY}
+
+
+def merge(out, framework, rounds):
+    """Rewrite FRAMEWORK.jsonl from the round files (each record tagged with its round)."""
+    merged = []
+    for number in range(1, rounds + 1):
+        for record in read(round_path(out, framework, number)):
+            merged.append(dict(compact(record), **{ROUND_KEY: number}))
+    results.write_records(merged_path(out, framework), merged)
+    return merged
+
+
+def read_envs(out, framework):
+    try:
+        with open(envs_path(out, framework), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def write_env(out, framework, version, info):
+    known = read_envs(out, framework)
+    known[version] = dict(known.get(version, {}), **info)
+    results.write_json_atomic(envs_path(out, framework), known)
+
+
+def changes_path(out, framework):
+    return os.path.join(out, f"{framework}.changes.json")
+
+
+def meta_path(out, framework):
+    return os.path.join(out, f"{framework}.sweep.json")
+
+
+def read_meta(out, framework):
+    try:
+        with open(meta_path(out, framework), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def write_meta(out, framework, info):
+    """What the last sweep covered (releases, yanked ones, grid, wall time)."""
+    results.write_json_atomic(meta_path(out, framework), dict(read_meta(out, framework), **info))

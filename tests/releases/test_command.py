@@ -1,0 +1,84 @@
+"""`harness releases`: bad input exits 2 before anything is installed; a yanked release
+is skipped and named; an uninstallable one is an `unavailable` record and the sweep goes
+on; --page-only writes the changes and the page from records (offline: a fake index, no
+environment is built)."""
+
+import json
+
+import pytest
+
+from harness import cli, results
+from harness.frameworks.base import Unavailable
+from harness.releases import command, listing, store
+from harness.versions import envs, index
+
+
+@pytest.fixture
+def fake_index(tmp_path, monkeypatch):
+    listed = tmp_path / "index.json"
+    listed.write_text(json.dumps({"autograd": ["1.6", "1.7.0", "1.8.0", "1.9.0rc1"]}))
+    monkeypatch.setenv(index.OFFLINE_VARIABLE, str(listed))
+    monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path / "envs"))
+    index.released_versions.cache_clear()
+    yield tmp_path
+    index.released_versions.cache_clear()
+
+
+def releases(*extra):
+    return cli.main(["releases", "--framework", "autograd", *extra])
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["--framework", "reference"], "reference has no releases"),
+        (["--framework", "jax==0.9.2"], "name the framework alone; the range is --from/--to"),
+        (["--mode", "compiled"], "unknown autograd mode 'compiled'; valid autograd modes: eager"),
+        (["--from", "1.8.0", "--to", "1.6"], "--from 1.8.0 is newer than --to 1.6"),
+        (["--from", "5.0"], "no release of autograd from 5.0 to the newest; released: 1.6, 1.7.0, 1.8.0"),
+        (["--from", "1.*"], "--from '1.*' is not an exact PEP 440 version"),
+        (["--repeats", "0"], "--repeats and --time-repeat must be >= 1"),
+        (["--workload", "lstm"], "unknown workload 'lstm'"),
+    ],
+)
+def test_bad_input_exits_2(fake_index, capsys, monkeypatch, extra, says):
+    built = []
+    monkeypatch.setattr(envs, "for_version", lambda *a, **k: built.append(a))
+    assert releases("--out", str(fake_index / "out"), *extra) == 2
+    assert says in capsys.readouterr().err
+    assert built == []
+
+
+def test_yanked_releases_are_skipped_and_said():
+    data = {"releases": {
+        "1.0": [{"yanked": False, "upload_time": "2020-01-02T00:00:00"}],
+        "1.1": [{"yanked": True, "yanked_reason": "broken wheel", "upload_time": "2020-02-02T00:00:00"}],
+        "1.2rc1": [{"yanked": False, "upload_time": "2020-03-01T00:00:00"}],
+        "1.2": [{"yanked": False, "upload_time": "2020-03-02T00:00:00"}],
+        "0.9": [],  # no files: nothing to install
+    }}
+    found = listing._from_json(data)
+    assert [(r.version, r.yanked) for r in found] == [("1.0", ""), ("1.1", "broken wheel"), ("1.2", "")]
+    assert [r.version for r in listing.in_range(found, "1.1", None)] == ["1.1", "1.2"]
+
+
+def test_an_uninstallable_release_is_recorded_and_the_sweep_goes_on(fake_index, monkeypatch, capsys):
+    def refuse(adapter, version, torch_index=None):
+        raise Unavailable(f"pip install autograd=={version} failed (exit 1); the installer's last lines:\nno wheel")
+
+    monkeypatch.setattr(envs, "for_version", refuse)
+    out = fake_index / "out"
+    assert releases("--from", "1.7.0", "--workload", "chained_dot", "--size", "tiny", "--out", str(out)) == 0
+    said = capsys.readouterr().out
+    assert "autograd: 2 releases from 1.7.0 to 1.8.0" in said  # the pre-release is not swept
+    assert said.count(": unavailable: pip install autograd==") == 2
+    records = results.read_records(store.merged_path(str(out), "autograd"))
+    assert [(r["version"], r["status"], r["release_round"]) for r in records] == [
+        ("1.7.0", "unavailable", 1), ("1.8.0", "unavailable", 1)]
+    assert "no wheel" in records[0]["message"]
+    # run again: refused without --resume; with it nothing is tried again
+    assert releases("--from", "1.7.0", "--workload", "chained_dot", "--size", "tiny", "--out", str(out)) == 2
+    monkeypatch.setattr(envs, "for_version", lambda *a, **k: pytest.fail("retried an unavailable release"))
+    assert releases("--from", "1.7.0", "--workload", "chained_dot", "--size", "tiny", "--out", str(out),
+                    "--resume") == 0
+    assert (out / "autograd.html").read_text().count("unavailable") >= 2

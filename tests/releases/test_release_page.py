@@ -1,0 +1,86 @@
+"""The release page from records (constructed, not measured: tests/report/report_fixtures.py),
+written by `harness releases --page-only`: every workload's figures against the release,
+the planted change marked and listed, opening from disk in headless Chromium with a
+clean console."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from harness import cli
+from harness.releases import store
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "report"))
+import chromium_cdp  # noqa: E402
+from report_fixtures import MIB, fixture_record, write_jsonl  # noqa: E402
+
+RELEASES = ("1.7.0", "1.8.0", "1.9.0")
+PROBE = """({
+  charts: document.querySelectorAll('.charts svg').length,
+  marked: document.querySelectorAll('svg circle.change').length,
+  rows: document.querySelectorAll('#changes tbody tr').length,
+  releases: document.querySelectorAll('#releases tbody tr').length,
+  starred: [...document.querySelectorAll('#releases tr.differs td.release')].map(e => e.textContent),
+  width: document.querySelector('.charts').getBoundingClientRect().width,
+})"""
+
+
+def sweep_records():
+    """2 workloads x 3 releases x 2 rounds; chained_dot's backward peak +8 MiB at 1.9.0."""
+    out = []
+    for workload in ("chained_dot", "unet"):
+        for release in RELEASES:
+            for number, wobble in ((1, 0), (2, 64 * 1024)):  # rounds 64 KiB apart
+                peak = 6 * MIB + wobble + (8 * MIB if workload == "chained_dot" and release == "1.9.0" else 0)
+                record = fixture_record(workload, "autograd", version=release,
+                                        peak_bytes={"forward": 4 * MIB, "backward": peak, "total": peak})
+                record["provenance"]["versions"]["autograd"] = release
+                record["release_round"] = number
+                out.append(record)
+    return out
+
+
+@pytest.fixture
+def published(tmp_path):
+    out = tmp_path / "releases"
+    out.mkdir()
+    write_jsonl(out / "autograd.jsonl", sweep_records())
+    envs_info = {r: {"versions": {"autograd": r, "numpy": "2.4.6"}} for r in RELEASES}
+    envs_info["1.7.0"] = {"versions": {"autograd": "1.7.0", "numpy": "1.26.4"},
+                          "dependency_differs": {"numpy": {"pinned": "2.4.6", "installed": "1.26.4"}}}
+    (out / "autograd.envs.json").write_text(json.dumps(envs_info))
+    assert cli.main(["releases", "--framework", "autograd", "--out", str(out), "--page-only"]) == 0
+    return out
+
+
+def test_the_planted_change_is_found_with_its_evidence(published):
+    document = json.loads((published / "autograd.changes.json").read_text())
+    memory = [c for c in document["changes"] if not c["advisory"]]
+    # the step peak, its backward phase and the footprint moved; nothing of unet, nothing before 1.9.0
+    assert sorted(c["figure"] for c in memory) == ["footprint", "step_peak", "step_peak.backward"]
+    assert {(c["workload"], c["before_release"], c["release"], c["direction"]) for c in memory} == {
+        ("chained_dot", "1.8.0", "1.9.0", "up")}
+    step = next(c for c in memory if c["figure"] == "step_peak")
+    assert step["delta"] == 8 * MIB and step["band"] == 256 * 1024  # spread 64 KiB < the grain floor
+    assert step["parts"]["phase"] == {"forward": 0, "backward": 8 * MIB}
+    assert step["dependencies_differ"] == {}  # 1.8.0 and 1.9.0 share NumPy 2.4.6
+    assert any(f["workload"] == "unet" and f["figure"] == "step_peak" for f in document["flat"])
+
+
+@pytest.mark.skipif(chromium_cdp.find_chromium() is None,
+                    reason="no chromium on PATH; run tools/ensure_chromium.sh (apt-get install chromium)")
+@pytest.mark.slow
+def test_the_page_opens_from_disk_with_the_change_marked(published, tmp_path):
+    page = published / "autograd.html"
+    seen = chromium_cdp.inspect_page(f"file://{page}", PROBE, screenshot=str(tmp_path / "page.png"))
+    assert seen["problems"] == []
+    value = seen["value"]
+    assert value["charts"] == 2 * 8  # 2 workloads x 1 mode x 8 figures
+    assert value["marked"] == 3  # step peak, its backward phase, footprint of chained_dot at 1.9.0
+    assert value["rows"] == 3
+    assert value["releases"] == 3 and value["starred"] == ["1.7.0 *"]
+    assert value["width"] > 300
+    assert [r for r in seen["requests"] if not r.startswith("file://")] == []  # nothing fetched
+    assert (tmp_path / "page.png").stat().st_size > 10_000
