@@ -24,6 +24,8 @@ Kinds of job:
   whether the time is noisy.
 - ``reference_gradient``: the reference engine's float64 gradient of a problem, saved
   as .npz for the other cells' `grad_rel_err`.
+- ``gradient``: `harness check`'s pass, one cell's loss and gradient saved as .npz
+  (harness/measure/gradients.py).
 
 Every failure becomes a result with a status: a MemoryError (or an allocator's
 out-of-memory message) is "oom", `Unavailable` is "unavailable", anything else "error"
@@ -303,12 +305,15 @@ def _traced_step(step, rss):
 
 
 def _grad_check(adapter, grads, reference_path):
-    """{"grad_rel_err": max over params of ||g - g_ref|| / ||g_ref||} (float64 norms)."""
+    """{"grad_rel_err": max over params of ||g - g_ref|| / ||g_ref||} (float64 norms:
+    gradients.relative_error, the error `harness check` reports)."""
     if not reference_path:
         return {"note": "no reference gradient for this cell"}
     if not os.path.exists(reference_path):
         return {"note": f"reference gradient missing: {reference_path}"}
     import numpy as np
+
+    from harness.measure.gradients import relative_error
 
     got = adapter.to_numpy(grads)
     worst = 0.0
@@ -316,15 +321,14 @@ def _grad_check(adapter, grads, reference_path):
         if set(reference.files) != set(got):
             return {"note": f"gradient keys {sorted(got)} != reference keys {sorted(reference.files)}"}
         for name in reference.files:
-            ref = reference[name].astype(np.float64)
-            mine = np.asarray(got[name], dtype=np.float64)
+            ref = reference[name]
+            mine = np.asarray(got[name])
             if mine.shape != ref.shape:
                 return {"note": f"gradient {name!r} has shape {mine.shape}, reference {ref.shape}"}
-            if not np.all(np.isfinite(mine)):
+            error = relative_error(mine, ref)
+            if error != error:  # NaN: not finite
                 return {"note": f"gradient {name!r} is not finite"}
-            scale = float(np.linalg.norm(ref))
-            diff = float(np.linalg.norm(mine - ref))
-            worst = max(worst, diff / scale if scale > 0 else diff)
+            worst = max(worst, error)
     return {"grad_rel_err": worst}
 
 
@@ -394,7 +398,13 @@ def reference_gradient(job, marks):
     return {"status": "ok", "path": job["out_path"]}
 
 
-KINDS = {"memory": memory_pass, "time": time_pass, "reference_gradient": reference_gradient}
+def gradient(job, marks):
+    from harness.measure.gradients import gradient_pass
+
+    return gradient_pass(job, marks)
+
+
+KINDS = {"memory": memory_pass, "time": time_pass, "reference_gradient": reference_gradient, "gradient": gradient}
 
 
 def exit_now(code):
