@@ -56,7 +56,7 @@ def main(argv=None, parent_pid=None):
     job_path, result_path = argv
     with open(job_path, encoding="utf-8") as handle:
         job = json.load(handle)
-    _end_with_parent(parent_pid or job.get("parent_pid"))
+    end_with_parent(parent_pid or job.get("parent_pid"))
     _limit_address_space(job.get("memory_limit"))  # first, before any framework import
     marks = Marks(job.get("marks_path"))
     marks.mark("start")
@@ -78,7 +78,7 @@ def main(argv=None, parent_pid=None):
     return 0
 
 
-def _end_with_parent(parent_pid):
+def end_with_parent(parent_pid):
     """Die (SIGKILL) when the parent dies, even of SIGKILL: a parent killed that way
     cleans up nothing, and a hung worker would run forever (--timeout is enforced by the
     parent). Linux's PR_SET_PDEATHSIG; elsewhere, nothing. It fires when the parent's
