@@ -31,11 +31,11 @@ left is printed). SIGTERM/SIGHUP/Ctrl-C kill the running worker or installer and
 """
 
 import shutil
-import sys
 import tempfile
 import time
 
 from harness import choices, frameworks, workloads
+from harness.console import say
 from harness.frameworks.base import Unavailable
 from harness.measure import environment, interrupts
 from harness.measure.runner import run_worker
@@ -107,7 +107,7 @@ def main(args):
             return _run(adapter, args)
         except KeyboardInterrupt as stop:
             name = getattr(stop, "signal_name", "SIGINT")
-            _say(f"interrupted by {name}: the running worker or installer was killed, temporary files removed")
+            say(f"interrupted by {name}: the running worker or installer was killed, temporary files removed")
             return getattr(stop, "exit_code", 130)
 
 
@@ -163,7 +163,7 @@ def _conclude(result, stage, args, wall_s):
     metric = args.metric
     good, bad = _format(result.good_figure, metric), _format(result.bad_figure, metric)
     if result.kind == "end_failed":
-        _say(f"cannot bisect: {result.message}")
+        say(f"cannot bisect: {result.message}")
         return 3
     change = f"{result.change:+.1%}" if result.change is not None else "?"
     if result.kind == "no_difference":
@@ -330,9 +330,3 @@ def figure(result, metric):
         return None, f"the pass measured no {metric_label(metric)} (keys: {', '.join(sorted(result))[:200]})"
     return float(value), ""
 
-
-def _say(text):
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except OSError:
-        pass

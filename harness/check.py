@@ -2,8 +2,9 @@
 
 For every (workload, framework, mode, dtype) asked for, the framework computes the
 loss and the gradient of the workload (at ``--size``, from the same seeded init) in a
-process of its own (harness/gradcheck.py), and each parameter's gradient is compared
-with the reference engine's float64 gradient at the same point:
+worker process of its own (harness/gradcheck.py: started, timed out and stopped as
+`harness run`'s workers are), and each parameter's gradient is compared with the
+reference engine's float64 gradient at the same point:
 
     relative error = ||g - g_ref|| / ||g_ref||    (the loss too, as "(loss)")
 
@@ -31,6 +32,8 @@ import numpy as np
 
 from harness import frameworks, gradcheck, workloads
 from harness.choices import DEVICES, DTYPES, MODES, SIZES, ChoiceError, check_choice, parse_choices
+from harness.measure import interrupts
+from harness.measure.gradients import relative_error
 
 TOLERANCE = {"float64": 1e-6, "float32": 1e-3}
 REFERENCE = "reference"
@@ -88,12 +91,20 @@ def main(args):
     start = time.perf_counter()
     check = functools.partial(run_check, names, fw_names, size, dtypes, modes, device, args.seed, args.timeout,
                               jobs=args.jobs)
-    if args.keep:
-        os.makedirs(args.keep, exist_ok=True)
-        rows, skipped = check(args.keep)
-    else:
-        with tempfile.TemporaryDirectory(prefix="gradmem-check-") as out_dir:
-            rows, skipped = check(out_dir)
+    # A signal (SIGTERM, SIGHUP, Ctrl-C) kills every worker and exits 128 + its number,
+    # as `harness run` does (harness/measure/interrupts.py); the temporary directory goes.
+    with interrupts.handling():
+        try:
+            if args.keep:
+                os.makedirs(args.keep, exist_ok=True)
+                rows, skipped = check(args.keep)
+            else:
+                with tempfile.TemporaryDirectory(prefix="gradmem-check-") as out_dir:
+                    rows, skipped = check(out_dir)
+        except KeyboardInterrupt as stop:  # interrupts.Interrupted, or Ctrl-C where not handled
+            name = getattr(stop, "signal_name", "SIGINT")
+            print(f"interrupted by {name}: workers killed, temporary files removed", file=sys.stderr)
+            return getattr(stop, "exit_code", 130)
     print(format_table(rows, skipped, size, device))
     failed = [r for r in rows if r.failed]
     ran = [r for r in rows if r.status != "unavailable"]
@@ -231,16 +242,6 @@ def compare(loss, grads, ref_loss, ref_grads, shapes, dtype):
     if not np.isfinite(error) or error > TOLERANCE[dtype]:
         problems.append(f"{worst}: relative error {error:.2e} > {TOLERANCE[dtype]:.0e}")
     return error, worst, problems
-
-
-def relative_error(got, ref):
-    """||got - ref|| / ||ref|| in float64; the absolute error when ref is zero; NaN
-    when got is not finite."""
-    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    if not np.all(np.isfinite(got)):
-        return float("nan")
-    diff, scale = np.linalg.norm(got - ref), np.linalg.norm(ref)
-    return float(diff / scale) if scale > 0 else float(diff)
 
 
 def format_table(rows, skipped, size, device):

@@ -76,10 +76,10 @@ def describe_frameworks(probe=True):
 
 def run_probe(name):
     """{"devices": [...], "import_s": s} from a child process, or {"error": text}."""
-    from harness.gradcheck import worker_environment
+    from harness.measure.environment import worker_environment
 
     try:
-        env = worker_environment(frameworks.get(name))
+        env, _ = worker_environment(frameworks.get(name), "gradient")
         done = subprocess.run([sys.executable, "-m", "harness.listing", "--probe", name], env=env,
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:

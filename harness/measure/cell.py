@@ -54,6 +54,31 @@ MEMORY_ONLY = "not computed: a memory pass alone (harness scale); harness check 
 TRACEMALLOC_FRAMEWORKS = ("reference", "autograd", "pytensor")
 
 
+@dataclass(frozen=True)
+class Setting:
+    """One sweep setting every record carries: its provenance key, its `Options` field,
+    and the command-line option that sets it (what `--resume` names when they differ)."""
+
+    key: str
+    field: str
+    option: str
+
+
+#: The sweep's settings, the one list: the record's provenance carries each
+#: (`Options.settings()`), and `--resume` refuses records measured with other values
+#: of any of them (resume.py). A setting added here is recorded and checked both.
+SETTINGS = (
+    Setting("seed", "seed", "--seed"),
+    Setting("warmup_steps", "warmup", "--warmup"),
+    Setting("time_repeats", "repeat", "--repeat"),
+    Setting("time_precision", "precision", "--precision"),
+    Setting("time_budget_s", "time_budget_s", "--time-budget"),
+    Setting("threads", "threads", "--threads"),
+    Setting("timeout_s", "timeout_s", "--timeout"),
+    Setting("memory_limit_bytes", "memory_limit", "--memory-limit"),
+)
+
+
 @dataclass
 class Options:
     seed: int = 0
@@ -66,6 +91,13 @@ class Options:
     memory_limit: int = None
     lr: float = 1e-3
     torch_index: str = None  # where a pinned torch version may come from (harness/versions/envs.py)
+
+    def settings(self):
+        """{provenance key: value} of SETTINGS; threads resolved (None: the default count)."""
+        values = {s.key: getattr(self, s.field) for s in SETTINGS}
+        if values["threads"] is None:
+            values["threads"] = threads.thread_count()
+        return values
 
 
 @dataclass
@@ -280,31 +312,29 @@ class CellRunner:
             return results.new_record(cell, "error", f"harness bug, record not written as ok: {err}", prov)
 
     def _provenance(self, cell, adapter):
-        o = self.options
-        return {
+        settings = self.options.settings()
+        prov = {
             "versions": provenance.versions(adapter) if adapter else {},
             "git_commit": provenance.git_commit(),
             "machine": provenance.machine(),
             "python": provenance.python(),
             "env": {},
-            "threads": o.threads if o.threads is not None else threads.thread_count(),
-            "seed": o.seed,
+            "threads": settings.pop("threads"),
+            "seed": settings.pop("seed"),
             "started_at": provenance.now_iso(),
-            "warmup_steps": o.warmup,
-            "time_repeats": o.repeat,  # at least; then until time_precision or time_budget_s
-            "time_precision": o.precision,
-            "time_budget_s": o.time_budget_s,
-            "time_rule": "timed steps until the median's 90 % interval is within +-time_precision, or "
+        }
+        prov.update(settings)  # warmup_steps, time_repeats (at least), ... memory_limit_bytes
+        prov.update(
+            time_rule="timed steps until the median's 90 % interval is within +-time_precision, or "
             "time_budget_s seconds of them are spent; median of the steps no other process disturbed "
             "(harness/measure/timing.py)",
-            "timeout_s": o.timeout_s,
-            "memory_limit_bytes": o.memory_limit,
-            "time_spread": "interquartile range (75th - 25th percentile, linear interpolation)",
-            "peak_method": (
+            time_spread="interquartile range (75th - 25th percentile, linear interpolation)",
+            peak_method=(
                 "step peak = VmHWM - RSS at the step's start; retained = RSS at the step's start - "
                 "baseline RSS (after gc + malloc_trim, before the first step); footprint = retained + step peak"
             ),
-        }
+        )
+        return prov
 
 
 def _note_node(prov, outcome, kind):

@@ -22,7 +22,7 @@ A worker thread that sees its worker end after a signal raises `Interrupted` too
 (`raise_if_stopping`), so no killed pass is taken for a failed cell.
 
 SIGKILL of the command itself cannot be handled: its workers die with it (the kernel
-sends them SIGKILL when their parent dies: worker.py, _end_with_parent), but its
+sends them SIGKILL when their parent dies: worker.py, end_with_parent), but its
 temporary directory stays (docs/faults.md).
 
 `harness run` uses this; later long commands (scale, bisect) call `handling()`, catch

@@ -5,24 +5,13 @@ it again with the same arguments and --resume measures only the cells without on
 cell is its CELL_KEYS plus its variant (optimizer, remat, order, batch) and pinned
 version; a record of any status counts as done (re-running a failed cell is a new sweep, not a resume). Records
 measured with other settings (seed, --warmup, --repeat, --precision, --time-budget,
---threads, --timeout, --memory-limit) are refused rather than mixed into one table, and
+--threads, --timeout, --memory-limit: cell.SETTINGS) are refused rather than mixed into one table, and
 so are records that predate a setting (e.g. timed before --precision existed: a fixed
 number of steps, not the same figure); damaged lines are named and their cells run again.
 """
 
 from harness import choices, results
-
-#: provenance key -> the option that sets it
-SETTINGS = {
-    "seed": "--seed",
-    "warmup_steps": "--warmup",
-    "time_repeats": "--repeat",
-    "time_precision": "--precision",
-    "time_budget_s": "--time-budget",
-    "threads": "--threads",
-    "timeout_s": "--timeout",
-    "memory_limit_bytes": "--memory-limit",
-}
+from harness.measure.cell import SETTINGS
 
 
 def key(cell):
@@ -51,7 +40,8 @@ def newest(records):
 
 def split(path, todo, settings):
     """(kept, remaining): the newest record in `path` of each planned cell, and the
-    cells of `todo` without one. `settings` maps SETTINGS keys to this run's values;
+    cells of `todo` without one. `settings` maps SETTINGS keys to this run's values
+    (cell.Options.settings());
     a kept record measured with others is a ChoiceError naming the option."""
     try:
         records, damaged = results.scan_records(path)
@@ -68,7 +58,7 @@ def split(path, todo, settings):
 
 def _check_settings(path, record, settings):
     measured = record.get("provenance") or {}
-    for name, option in SETTINGS.items():
+    for name, option in ((s.key, s.option) for s in SETTINGS):
         if name not in settings:
             continue
         if name not in measured:

@@ -56,7 +56,7 @@ class WorkerProcess:
         # harness/versions/envs.py); None is this one. zygotes: a zygote.ZygotePool to
         # fork the worker from (None, or a framework it does not fork: spawned)
         self.paths = {kind: os.path.join(workdir, f"{name}.{kind}") for kind in ("job", "result", "marks", "log")}
-        # parent_pid: worker.py's _end_with_parent
+        # parent_pid: worker.py's end_with_parent
         self.job = dict(job, marks_path=self.paths["marks"], gated=gated, parent_pid=os.getpid())
         self.timeout_s = timeout_s
         with open(self.paths["job"], "w", encoding="utf-8") as handle:

@@ -45,7 +45,7 @@ import tempfile
 import time
 
 from harness import choices, results, workloads
-from harness.frameworks import threads
+from harness.console import say
 from harness.measure import cells, interrupts, resume, schedule, table, zygote
 from harness.measure.cell import CellRunner, Options
 from harness.measure.executor import LocalExecutor
@@ -237,13 +237,14 @@ def main(args):
     todo = plan(args)
     with interrupts.handling():
         try:
-            return _run(todo, args)
+            return Sweep(todo, args).run()
         except KeyboardInterrupt as stop:  # a signal after the cells' loop (the table)
             return getattr(stop, "exit_code", 130)
 
 
-def _run(todo, args):
-    options = Options(
+def options(args):
+    """The measurement settings of `args` (cell.Options)."""
+    return Options(
         seed=args.seed,
         warmup=args.warmup,
         repeat=args.repeat,
@@ -254,77 +255,114 @@ def _run(todo, args):
         memory_limit=parse_bytes(args.memory_limit),
         torch_index=getattr(args, "torch_index", None),
     )
-    try:
-        results.check_appendable(args.out)  # before an hour of measuring, not after
-    except results.RecordFileError as err:
-        _say(f"error: {err}")
-        return 2
-    kept = []
-    if args.resume:
-        kept, todo = resume.split(args.out, todo, _settings(options))
-        _say(f"resume: {len(kept)} cell(s) already in {args.out}, {len(todo)} to measure", args.quiet)
-    jobs = 1 if args.schedule == "serial" else (args.jobs or schedule.default_jobs())
-    progress = Progress(len(todo), args.quiet)
-    finished = {}
-    started = time.monotonic()
-    stop = workdir = writing = log = executor = None
-    at = {"cell": todo[0] if todo else None}  # the cell whose files are being written
 
-    def pass_started(task):
-        at["cell"] = task.job.get("cell") or at["cell"]
-        progress.pass_started(task)
 
-    def emit(index, record):
-        nonlocal writing
-        at["cell"], writing = todo[index], args.out
-        with interrupts.deferred():  # a finished cell's record is written whole
-            results.append_record(args.out, record)
-            finished[index] = record
-        writing = workdir  # the workers' job and result files
-        progress.done_count = len(finished)
-        progress.show(todo[index], record["status"])
+class Sweep:
+    """One `harness run`, in steps: check that --out can be appended to, leave out the
+    cells --resume finds, measure the rest in a scratch directory (each finished cell's
+    record appended to --out at once), then the table and the summary line."""
 
-    try:
-        with interrupts.deferred():  # no signal between making the directory and owning it
-            workdir = writing = tempfile.mkdtemp(prefix="gradmem-sweep-")
-        log = schedule.PassLog(args.schedule_log, started) if args.schedule_log else None
-        executor = _executor(args, workdir, jobs, pass_started, log)
-        runner = CellRunner(workdir, options, gpus=executor.gpus())
-        schedule.run(todo, runner, executor, emit, args.schedule)
-    except KeyboardInterrupt as err:  # interrupts.Interrupted, or Ctrl-C where not handled
-        stop = err
-    except OSError as err:  # a full disk, a file-size limit, permissions
-        if writing is None or (writing == workdir and err.errno not in FULL_DISK):
-            raise
-        progress.done()
-        _say(_unwritable(writing, at["cell"], err, len(finished), args.out))
-        return 1
-    finally:
-        if executor is not None:
-            executor.cancel_all()  # no worker outlives the sweep (nothing runs after a normal end)
-            executor.close()  # the zygotes; or a Ray connection (and the cluster it started)
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
-    progress.done()
-    if log is not None:
-        log.close(schedule=args.schedule, jobs=jobs, cells=len(todo), wall_s=time.monotonic() - started)
-    if stop is not None:
+    def __init__(self, todo, args):
+        self.todo, self.args = todo, args
+        self.options = options(args)
+        self.jobs = 1 if args.schedule == "serial" else (args.jobs or schedule.default_jobs())
+        self.kept = []  # --resume: the records already in --out
+        self.finished = {}  # cell index -> the record this sweep appended
+        self.started = time.monotonic()
+        self.progress = self.log = self.workdir = None
+        # what is being written when an OSError comes: None (nothing yet), "scratch"
+        # (the workers' job and result files in workdir) or "out" (a record to --out);
+        # `cell`: the cell whose files those are
+        self.writing = None
+        self.cell = todo[0] if todo else None
+
+    def run(self):
+        args = self.args
+        try:
+            results.check_appendable(args.out)  # before an hour of measuring, not after
+        except results.RecordFileError as err:
+            say(f"error: {err}")
+            return 2
+        if args.resume:
+            self.kept, self.todo = resume.split(args.out, self.todo, self.options.settings())
+            say(f"resume: {len(self.kept)} cell(s) already in {args.out}, {len(self.todo)} to measure", args.quiet)
+            self.cell = self.todo[0] if self.todo else None
+        self.progress = Progress(len(self.todo), args.quiet)
+        try:
+            stop = self.measure()
+        except OSError as err:  # a full disk, a file-size limit, permissions
+            if not (self.writing == "out" or (self.writing == "scratch" and err.errno in FULL_DISK)):
+                raise  # before the scratch directory exists, or not a full disk there: a bug
+            self.progress.done()
+            where = args.out if self.writing == "out" else self.workdir
+            say(_unwritable(where, self.cell, err, len(self.finished), args.out))
+            return 1
+        self.progress.done()
+        if self.log is not None:
+            self.log.close(schedule=args.schedule, jobs=self.jobs, cells=len(self.todo),
+                           wall_s=time.monotonic() - self.started)
+        if stop is not None:
+            return self.interrupted(stop)
+        return self.summary()
+
+    def measure(self):
+        """Measure every cell; the KeyboardInterrupt (interrupts.Interrupted, or Ctrl-C
+        where not handled) that stopped it, or None. No worker and no scratch file of
+        the sweep is left afterwards, however it ended."""
+        executor = None
+        try:
+            with interrupts.deferred():  # no signal between making the directory and owning it
+                self.workdir = tempfile.mkdtemp(prefix="gradmem-sweep-")
+                self.writing = "scratch"
+            if self.args.schedule_log:
+                self.log = schedule.PassLog(self.args.schedule_log, self.started)
+            executor = _executor(self.args, self.workdir, self.jobs, self.pass_started, self.log)
+            runner = CellRunner(self.workdir, self.options, gpus=executor.gpus())
+            schedule.run(self.todo, runner, executor, self.emit, self.args.schedule)
+        except KeyboardInterrupt as err:
+            return err
+        finally:
+            if executor is not None:
+                executor.cancel_all()  # no worker outlives the sweep (nothing runs after a normal end)
+                executor.close()  # the zygotes; or a Ray connection (and the cluster it started)
+            if self.workdir is not None:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+        return None
+
+    def pass_started(self, task):
+        self.cell = task.job.get("cell") or self.cell
+        self.progress.pass_started(task)
+
+    def emit(self, index, record):
+        """Append a finished cell's record to --out (whole, even if a signal comes)."""
+        self.cell, self.writing = self.todo[index], "out"
+        with interrupts.deferred():
+            results.append_record(self.args.out, record)
+            self.finished[index] = record
+        self.writing = "scratch"
+        self.progress.done_count = len(self.finished)
+        self.progress.show(self.todo[index], record["status"])
+
+    def interrupted(self, stop):
         name = getattr(stop, "signal_name", "SIGINT")
-        _say(f"interrupted by {name}: {len(finished)} finished record(s) kept in {args.out}; "
-             f"workers killed, temporary files removed; rerun with --resume to measure the rest")
-        _print_table(kept + _in_order(finished), args)
+        say(f"interrupted by {name}: {len(self.finished)} finished record(s) kept in {self.args.out}; "
+            f"workers killed, temporary files removed; rerun with --resume to measure the rest")
+        _print_table(self.kept + _in_order(self.finished), self.args)
         return getattr(stop, "exit_code", 130)
-    if args.resume:  # the whole file, so the resumed sweep's table is complete
-        kept, _ = results.scan_records(args.out)
-        _print_table(resume.newest(kept), args)
-    else:
-        _print_table(_in_order(finished), args)
-    _say(
-        f"{len(finished)} record(s) appended to {args.out} in {time.monotonic() - started:.0f} s "
-        f"({args.schedule} schedule, {_where(args, jobs)})",
-        args.quiet,
-    )
-    return 0
+
+    def summary(self):
+        args = self.args
+        if args.resume:  # the whole file, so the resumed sweep's table is complete
+            kept, _ = results.scan_records(args.out)
+            _print_table(resume.newest(kept), args)
+        else:
+            _print_table(_in_order(self.finished), args)
+        say(
+            f"{len(self.finished)} record(s) appended to {args.out} in {time.monotonic() - self.started:.0f} s "
+            f"({args.schedule} schedule, {_where(args, self.jobs)})",
+            args.quiet,
+        )
+        return 0
 
 
 def _executor(args, workdir, jobs, on_start, on_end):
@@ -341,19 +379,6 @@ def _where(args, jobs):
     return f"{jobs} job(s)"
 
 
-def _settings(options):
-    return {
-        "seed": options.seed,
-        "warmup_steps": options.warmup,
-        "time_repeats": options.repeat,
-        "time_precision": options.precision,
-        "time_budget_s": options.time_budget_s,
-        "threads": options.threads if options.threads is not None else threads.thread_count(),
-        "timeout_s": options.timeout_s,
-        "memory_limit_bytes": options.memory_limit,
-    }
-
-
 FULL_DISK = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
@@ -367,16 +392,6 @@ def _unwritable(path, cell, err, appended, out):
         f"{cells.label(cell)} is not recorded; {out} keeps every record appended before ({appended} from this "
         f"sweep), whole: it is replaced whole or not at all. Free space{where}, then rerun with --resume."
     )
-
-
-def _say(text, quiet=False):
-    """A status line on stderr; a closed terminal (SIGHUP) is not an error."""
-    if quiet:
-        return
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except OSError:
-        pass
 
 
 def _in_order(finished):

@@ -26,6 +26,8 @@ Kinds of job:
   whether the time is noisy.
 - ``reference_gradient``: the reference engine's float64 gradient of a problem, saved
   as .npz for the other cells' `grad_rel_err`.
+- ``gradient``: `harness check`'s pass, one cell's loss and gradient saved as .npz
+  (harness/measure/gradients.py).
 
 Every failure becomes a result with a status: a MemoryError (or an allocator's
 out-of-memory message) is "oom", `Unavailable` is "unavailable", anything else "error"
@@ -56,7 +58,7 @@ def main(argv=None, parent_pid=None):
     job_path, result_path = argv
     with open(job_path, encoding="utf-8") as handle:
         job = json.load(handle)
-    _end_with_parent(parent_pid or job.get("parent_pid"))
+    end_with_parent(parent_pid or job.get("parent_pid"))
     _limit_address_space(job.get("memory_limit"))  # first, before any framework import
     marks = Marks(job.get("marks_path"))
     marks.mark("start")
@@ -78,7 +80,7 @@ def main(argv=None, parent_pid=None):
     return 0
 
 
-def _end_with_parent(parent_pid):
+def end_with_parent(parent_pid):
     """Die (SIGKILL) when the parent dies, even of SIGKILL: a parent killed that way
     cleans up nothing, and a hung worker would run forever (--timeout is enforced by the
     parent). Linux's PR_SET_PDEATHSIG; elsewhere, nothing. It fires when the parent's
@@ -312,12 +314,15 @@ def _traced_step(step, rss):
 
 
 def _grad_check(adapter, grads, reference_path):
-    """{"grad_rel_err": max over params of ||g - g_ref|| / ||g_ref||} (float64 norms)."""
+    """{"grad_rel_err": max over params of ||g - g_ref|| / ||g_ref||} (float64 norms:
+    gradients.relative_error, the error `harness check` reports)."""
     if not reference_path:
         return {"note": "no reference gradient for this cell"}
     if not os.path.exists(reference_path):
         return {"note": f"reference gradient missing: {reference_path}"}
     import numpy as np
+
+    from harness.measure.gradients import relative_error
 
     got = adapter.to_numpy(grads)
     worst = 0.0
@@ -325,15 +330,14 @@ def _grad_check(adapter, grads, reference_path):
         if set(reference.files) != set(got):
             return {"note": f"gradient keys {sorted(got)} != reference keys {sorted(reference.files)}"}
         for name in reference.files:
-            ref = reference[name].astype(np.float64)
-            mine = np.asarray(got[name], dtype=np.float64)
+            ref = reference[name]
+            mine = np.asarray(got[name])
             if mine.shape != ref.shape:
                 return {"note": f"gradient {name!r} has shape {mine.shape}, reference {ref.shape}"}
-            if not np.all(np.isfinite(mine)):
+            error = relative_error(mine, ref)
+            if error != error:  # NaN: not finite
                 return {"note": f"gradient {name!r} is not finite"}
-            scale = float(np.linalg.norm(ref))
-            diff = float(np.linalg.norm(mine - ref))
-            worst = max(worst, diff / scale if scale > 0 else diff)
+            worst = max(worst, error)
     return {"grad_rel_err": worst}
 
 
@@ -403,7 +407,13 @@ def reference_gradient(job, marks):
     return {"status": "ok", "path": job["out_path"]}
 
 
-KINDS = {"memory": memory_pass, "time": time_pass, "reference_gradient": reference_gradient}
+def gradient(job, marks):
+    from harness.measure.gradients import gradient_pass
+
+    return gradient_pass(job, marks)
+
+
+KINDS = {"memory": memory_pass, "time": time_pass, "reference_gradient": reference_gradient, "gradient": gradient}
 
 
 def exit_now(code):

@@ -49,7 +49,7 @@ READY_TIMEOUT_S = 300.0  # a zygote's imports (TensorFlow under load: ~20 s)
 def serve(sock, framework, parent_pid):
     from harness.measure import worker
 
-    worker._end_with_parent(parent_pid)
+    worker.end_with_parent(parent_pid)
     ready = _preload(framework)
     if "ready" in ready:
         file_pages = resident_file_pages()  # what each worker maps again (below)

@@ -37,7 +37,8 @@ import time
 from harness import choices, frameworks, results, workloads
 from harness.measure import cells, interrupts, resume
 from harness.measure.cell import Options
-from harness.measure.sweep import _say, parse_bytes  # _say: a status line that survives a closed terminal
+from harness.console import say
+from harness.measure.sweep import parse_bytes
 from harness.scale import batches as batch_specs
 from harness.scale import series as scale_series
 from harness.scale.fit import BudgetError, FitError, largest_batch, near_line
@@ -125,7 +126,7 @@ class Scale:
         try:
             results.check_appendable(self.args.out)
         except results.RecordFileError as err:
-            _say(f"error: {err}")
+            say(f"error: {err}")
             return 2
         if self.args.resume:
             self.records = self._kept()
@@ -146,7 +147,7 @@ class Scale:
             return self._done(fits, predictions)
         except KeyboardInterrupt as stop:
             name = getattr(stop, "signal_name", "SIGINT")
-            _say(f"interrupted by {name}: {self.passes} record(s) of this run kept in {self.args.out}; workers "
+            say(f"interrupted by {name}: {self.passes} record(s) of this run kept in {self.args.out}; workers "
                  "killed, temporary files removed; rerun with --resume to measure the rest")
             raise
         finally:
@@ -162,7 +163,7 @@ class Scale:
         results.warn_damaged(damaged)
         planned = {resume.series_key(c) for c in self.todo}
         kept = [r for r in records if r.get("batch") is not None and resume.series_key(r) in planned]
-        _say(f"resume: {len(kept)} record(s) of these cells already in {self.args.out}", self.args.quiet)
+        say(f"resume: {len(kept)} record(s) of these cells already in {self.args.out}", self.args.quiet)
         return kept
 
     def _measured(self, cell):
@@ -286,12 +287,12 @@ class Scale:
         below = [p for p in predictions if p["below"]]
         for p in predictions:
             if p["error"]:
-                _say(f"error: {p['fit'].series.label}: {p['error']}")
-        _say(f"{self.passes} memory pass(es) recorded in {self.args.out} in {time.monotonic() - self.started:.0f} s",
+                say(f"error: {p['fit'].series.label}: {p['error']}")
+        say(f"{self.passes} memory pass(es) recorded in {self.args.out} in {time.monotonic() - self.started:.0f} s",
              self.args.quiet)
         return 2 if below else 0
 
     def _progress(self, cell, what):
         if not self.args.quiet:
-            _say(f"[{self.passes} recorded] {cells.label(cell)}: {what}  ({time.monotonic() - self.started:.0f} s)")
+            say(f"[{self.passes} recorded] {cells.label(cell)}: {what}  ({time.monotonic() - self.started:.0f} s)")
 

@@ -47,6 +47,32 @@ class Sweep:
         return left + [str(p) for p in self.out.parent.glob(f".{self.out.name}.*.tmp")]
 
 
+class Check:
+    """`python -m harness check ARGS` with its own scratch directory (TMPDIR), as Sweep."""
+
+    def __init__(self, tmp_path, *args, env=None):
+        self.scratch = tmp_path / "scratch"
+        self.scratch.mkdir(exist_ok=True)
+        environ = {**os.environ, "TMPDIR": str(self.scratch), **(env or {})}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness", "check", *args], cwd=PROJECT, env=environ,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+
+    finish = Sweep.finish
+
+    def workers(self):
+        """PIDs of live processes started for this check (workers and zygotes)."""
+        return processes_mentioning(str(self.scratch))
+
+    def marked(self, mark):
+        """True once a worker of this check has left `mark` in its marks file."""
+        return any(mark in p.read_text() for p in self.scratch.rglob("*.marks"))
+
+    def leftovers(self):
+        return [str(p) for p in self.scratch.rglob("*")]
+
+
 def processes_mentioning(text, also=""):
     """Live processes whose command line or standard output names `text` (and `also`):
     a spawned worker's command line holds its job's path; a worker forked by a zygote

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from fault_helpers import ONE_OF_EACH, Sweep, lines, wait_for
+from fault_helpers import ONE_OF_EACH, Check, Sweep, lines, wait_for
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
@@ -41,3 +41,38 @@ def test_a_sigkilled_sweep_takes_its_workers_with_it(tmp_path):
         for pid in sweep.workers():  # a hung orphan must not outlive a failed test
             os.kill(pid, signal.SIGKILL)
     assert len(lines(sweep.out)) == 1
+
+
+# A workload whose loss hangs: the check's first cell (the reference's truth) is stuck
+# mid-cell in its worker when the signal comes.
+HANGING = """
+import time
+SIZES = {"tiny": {"D": 4}, "small": {"D": 4}, "paper": {"D": 4}}
+BATCH_AXIS = "D"
+
+def init(rng, cfg, dtype):
+    return {"w": rng.standard_normal((cfg["D"],)).astype(dtype)}, {}
+
+def loss(ops, params, inputs, cfg):
+    time.sleep(600)
+    return ops.sum(params["w"])
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_mid_cell_of_a_check_kills_its_workers_and_cleans_up(tmp_path, signum):
+    # `harness check` starts its workers as `harness run` does (harness/gradcheck.py):
+    # sessions of their own, registered with interrupts.py, so a signal to the check
+    # kills them and it exits 128 + the signal, its temporary directory removed.
+    workload = tmp_path / "hanging.py"
+    workload.write_text(HANGING)
+    check = Check(tmp_path, "--workload", str(workload), "--framework", "autograd", "--mode", "eager",
+                  "--dtype", "float64", "--timeout", "120")
+    wait_for(lambda: check.marked("loaded") and check.workers(), what="a check's worker mid-cell")
+    check.proc.send_signal(signum)
+    code, stdout, stderr = check.finish(timeout=30)
+
+    assert code == 128 + signum, stderr
+    assert f"interrupted by {signum.name}" in stderr and stdout == ""
+    assert check.workers() == []  # the hanging worker's group (and its zygote) killed, not orphaned
+    assert check.leftovers() == []  # the check's temporary directory is gone
