@@ -242,6 +242,20 @@ class TorchAdapter(Adapter):
                   "still alive at the end of forward, counted once per storage, params and inputs excluded")
         return self._saved.bytes(self, params, inputs), method
 
+    def saved_by_op(self, state, params, inputs):
+        """The saved tensors of `saving()`, each buffer named by the autograd node that
+        made it (its base's ``grad_fn``: MmBackward0 for a matmul's output)."""
+        if getattr(self, "_saved", None) is None:
+            return None, "no forward pass ran under saving()"
+
+        def producer(tensor):
+            base = tensor._base if tensor._base is not None else tensor
+            return type(base.grad_fn).__name__ if base.grad_fn is not None else "no autograd node"
+
+        method = ("torch.autograd.graph.saved_tensors_hooks: each saved storage alive at the end of forward, "
+                  "once, under the autograd node that made it (the grad_fn of the tensor or of its view's base)")
+        return self._saved.by_producer(self, params, inputs, producer), method
+
     def buffer_bytes(self, tree):
         from harness.frameworks.base import leaves
 

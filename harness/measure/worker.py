@@ -232,6 +232,7 @@ def memory_pass(job, marks):
         "first_step_live_bytes": first["live_bytes"],
         "breakdown_bytes": breakdown_bytes,
         "breakdown_method": breakdown_method,
+        "saved_by_op": _saved_by_op(adapter, step, rss, marks),
         "buffer_cache": buffer_cache,
         "bound_bytes": problem.bound_bytes,
         "bound_source": problem.bound_source,  # declared, or derived (harness/workloads/derived_bound.py)
@@ -243,6 +244,17 @@ def memory_pass(job, marks):
         "hwm_method": rss.method,
         **info,
     }
+
+
+def _saved_by_op(adapter, step, rss, marks):
+    """Which op made each saved activation (harness/measure/saved_ops.py): one more
+    forward and backward, after every measured figure, like the breakdown's."""
+    from harness.measure import saved_ops
+    from harness.measure.phases import settle_and_reset
+
+    settle_and_reset(rss)
+    marks.mark("saved-by-op")
+    return saved_ops.measure(adapter, step)
 
 
 #: the figures of one measured step kept per sample (the record's steady_samples)
