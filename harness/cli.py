@@ -1,4 +1,4 @@
-"""`python -m harness list|check|run|scale|report|bisect`: one module per command.
+"""`python -m harness list|check|run|scale|report|bisect|diff`: one module per command.
 
 Each command module defines `add_arguments(parser)` and `main(args) -> exit code`,
 and is imported only when its command runs, so `list` never pays for `report`.
@@ -17,6 +17,7 @@ COMMANDS = {
     "scale": ("harness.scale.command", "how memory grows with the batch, and the largest batch that fits"),
     "report": ("harness.report.build", "write the comparison page from result files"),
     "bisect": ("harness.bisect", "the first release or commit of a framework that moved a figure"),
+    "diff": ("harness.diff.command", "why two records differ: figures, categories, saved bytes by op, environment"),
     "new-workload": ("harness.new_workload", "write a commented workload file to edit into your model"),
 }
 
