@@ -111,7 +111,7 @@ def test_the_planted_regression_shows_up_as_gradient_accumulation(tmp_path):
         assert proc.returncode == 0, proc.stderr
     proc = harness("diff", base, bad, "--json")
     assert proc.returncode == 0, proc.stderr
-    roles = json.loads(proc.stdout)["peak_by_role"]
+    roles = json.loads(proc.stdout)["backward"]
     # the plant makes a fresh sum for every fan-in arrival at W (n of them): the
     # accumulation allocates where the in-place one allocated nothing, and at the
     # backward's highest point a W-sized running sum (D x D float32) is live beside

@@ -9,7 +9,7 @@
   likewise against optimizer state. A category counted by different methods in A and
   B (TensorFlow's saved activations are RSS, torch's its hooks) says so;
 - ``saved_by_op``: the ops whose saved bytes differ most (harness/measure/saved_ops.py);
-- ``peak_by_role``: where both records have it (reference engine), what was live at
+- ``backward``: where both records have it (reference engine), what was live at
   the backward's highest point by role;
 - ``environment``: what differs between the two runs that can move memory: versions,
   allocator and thread settings, worker start, machine, commit;
@@ -129,21 +129,26 @@ def saved_by_op(a, b, top=None):
     return {**summary, "rows": rows[:top] if top else rows}
 
 
-def peak_by_role(a, b):
-    """Where both records have it (reference engine): the backward's bytes by role,
-    live at its highest point and allocated, A and B side by side."""
-    pa = (a.get("saved_by_op") or {}).get("peak_by_role")
-    pb = (b.get("saved_by_op") or {}).get("peak_by_role")
-    if pa is None or pb is None:
+def backward(a, b):
+    """What each record says about its backward (saved_by_op["backward"]): the reference
+    engine's bytes by role (live at the highest point, allocated), side by side where
+    both have them; TensorFlow's tape aggregation (how many gradients one add_n summed),
+    per side."""
+    pa = (a.get("saved_by_op") or {}).get("backward")
+    pb = (b.get("saved_by_op") or {}).get("backward")
+    if pa is None and pb is None:
         return None
     found = {"note": "the backward of one more step, by what made each buffer (the engine's ledger: exact "
                      "bytes, not RSS)"}
     for part in ("at_peak", "allocated"):
-        ra, rb = pa.get(part) or {}, pb.get(part) or {}
+        if not (pa or {}).get(part) or not (pb or {}).get(part):
+            continue
+        ra, rb = pa[part], pb[part]
         rows = [_row(role, ra.get(role, 0), rb.get(role, 0)) for role in set(ra) | set(rb)]
         rows.sort(key=lambda r: (-abs(r["diff"]), r["figure"]))
         found[part] = {"rows": rows, "total": _row("total", sum(ra.values()), sum(rb.values())),
                        "grew_most": rows[0]["figure"] if rows and rows[0]["diff"] > 0 else None}
+    found["aggregation"] = {side: (p or {}).get("aggregation") for side, p in (("a", pa), ("b", pb))}
     return found
 
 
@@ -227,7 +232,7 @@ def build(a, b, labels):
         "figures": figures(a, b),
         "explained": explained(a, b),
         "saved_by_op": saved_by_op(a, b),
-        "peak_by_role": peak_by_role(a, b),
+        "backward": backward(a, b),
         "environment": environment(a, b),
         "layer": layer(a, b),
         "bound_bytes": {"a": a.get("bound_bytes"), "b": b.get("bound_bytes")},

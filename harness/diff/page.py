@@ -4,6 +4,7 @@ nothing fetched), so it opens from disk like the comparison page (harness/report
 import os
 
 from harness.diff.compare import moved
+from harness.diff.text import aggregation_sentence
 from harness.measure.breakdown import RSS_METHOD
 from harness.report.build import write_atomically
 from harness.report.fmt import esc, human_bytes, human_seconds
@@ -66,10 +67,15 @@ def render(diff):
         (f"Step peak difference by category: {_signed(e['step_peak']['diff'])}",
          " ".join(notes), categories),
     ]
-    roles = diff.get("peak_by_role")
+    roles = diff.get("backward")
     if roles:
+        for side, agg in roles["aggregation"].items():
+            if agg:
+                sections.append((f"{side.upper()}'s backward: gradient aggregation", esc(aggregation_sentence(agg)), ""))
         for part, title in (("at_peak", "live at the backward's highest point"), ("allocated", "allocated by the backward")):
-            found = roles[part]
+            found = roles.get(part)
+            if not found:
+                continue
             body = _rows(found["rows"]) + _rows([found["total"]])
             grew = f" Grew most: <b>{esc(found['grew_most'])}</b>." if found["grew_most"] else ""
             sections.append((f"By role, {title}", esc(roles["note"]) + grew, _table(["role", "A", "B", "B − A"], body)))

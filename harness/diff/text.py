@@ -54,10 +54,15 @@ def render(diff):
             out.append(f"    {r['figure']} not counted: A {r['method_a']}; B {r['method_b']}")
         elif RSS_METHOD in (r["method_a"], r["method_b"]) and not r["same_method"]:
             out.append(f"    {r['figure']} counted differently: A {r['method_a']}; B {r['method_b']}")
-    roles = diff.get("peak_by_role")
+    roles = diff.get("backward")
     if roles:
+        for side, agg in roles["aggregation"].items():
+            if agg:
+                out += ["", f"{side.upper()}'s backward: {aggregation_sentence(agg)}"]
         for part, title in (("at_peak", "live at the backward's highest point"), ("allocated", "allocated by the backward")):
-            found = roles[part]
+            found = roles.get(part)
+            if not found:
+                continue
             out += ["", f"By role, {title} ({roles['note']})"]
             rows = [(r["figure"], _fmt(r["a"]), _fmt(r["b"]), _signed(r["diff"])) for r in found["rows"]]
             total = found["total"]
@@ -85,6 +90,13 @@ def render(diff):
                       (40, 12, 12, 13))
         out.append(f"    ({layer['rule']})")
     return "\n".join(out) + "\n"
+
+
+def aggregation_sentence(agg):
+    largest = agg["largest"]
+    return (f"the tape summed {largest['count']} gradients of one tensor in one add_n, {_fmt(largest['bytes'])} "
+            f"alive at once (in all {agg['calls']} such sums: {agg['gradients']} gradients, {_fmt(agg['bytes'])}; "
+            f"{agg['method']})")
 
 
 def _saved_by_op(s):

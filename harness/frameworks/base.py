@@ -259,7 +259,7 @@ class Adapter:
         saved buffer. Runs after a forward under `saving()`."""
         return None, f"the {self.name} adapter has no way to tell which op made a saved buffer"
 
-    def peak_by_role(self, run_backward):
+    def backward_detail(self, run_backward):
         """{role: bytes} live at the highest point of `run_backward()` (the backward of
         the forward `saved_by_op` saw), by what made each buffer, or None where the
         adapter cannot see it (default: the backward is not run; the state is dropped)."""

@@ -206,7 +206,7 @@ class ReferenceAdapter(Adapter):
                    if address != loss]
         return entries, "the engine's ledger: each buffer live at the end of forward, under the primitive that made it"
 
-    def peak_by_role(self, run_backward):
+    def backward_detail(self, run_backward):
         """What the backward holds at its highest point and what it allocates, by what
         made each buffer (the ledger's tags): saved activations (forward:*), recomputed
         ones (recompute:*), gradient accumulation (backward:accumulate/scatter/grad:
@@ -228,7 +228,7 @@ class ReferenceAdapter(Adapter):
         return CupyPoolProbe(cupy)
 
 
-#: ledger tag (or "phase:*") -> role, for `peak_by_role`
+#: ledger tag (or "phase:*") -> role, for `backward_detail`
 _ROLES = {
     "backward:accumulate": "gradient accumulation",
     "backward:scatter": "gradient accumulation",

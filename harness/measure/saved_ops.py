@@ -15,7 +15,7 @@ Paddle) the record's value holds ``ops: null`` and the reason. A step that is on
 (no forward/backward split) has no end of forward to look at.
 
 The reference engine also reports, for the backward of that forward, what is live
-at its highest point and what it allocates, by what made each buffer (`peak_by_role`:
+at its highest point and what it allocates, by what made each buffer (`backward`:
 gradient accumulation, cotangents, saved activations; exact ledger bytes). That is
 the split a regression inside its backward shows up in.
 """
@@ -85,8 +85,8 @@ def group(entries):
 def measure(adapter, step):
     """The record's ``saved_by_op``: {ops (or null), bytes (their sum), method (or the
     reason ops is null), saved_activations_bytes (the adapter's figure in the same
-    pass), peak_by_role (reference engine; else null)}."""
-    found = {"ops": None, "bytes": None, "method": NO_SPLIT, "saved_activations_bytes": None, "peak_by_role": None}
+    pass), backward (reference engine; else null)}."""
+    found = {"ops": None, "bytes": None, "method": NO_SPLIT, "saved_activations_bytes": None, "backward": None}
     if step.kind != "split":
         return found
     with adapter.saving():
@@ -98,5 +98,5 @@ def measure(adapter, step):
     if entries is not None:
         found["ops"] = group(entries)
         found["bytes"] = sum(row["bytes"] for row in found["ops"].values())
-    found["peak_by_role"] = adapter.peak_by_role(lambda: step.backward(state))
+    found["backward"] = adapter.backward_detail(lambda: step.backward(state))
     return found

@@ -90,3 +90,12 @@ def test_group_counts_each_buffer_once_under_its_first_op():
         "matmul": {"bytes": 50, "count": 1, "names": ["MmBackward0"], "in_op_set": True},
         "WeirdBackward0": {"bytes": 7, "count": 1, "names": ["WeirdBackward0"], "in_op_set": False},
     }
+
+
+def test_tensorflow_tape_sums_the_fan_in_gradients_at_once():
+    """rnn_fanout uses W in each of its n steps: the tape hands all n gradients of W
+    (D x D float32 each) to one add_n."""
+    found, _ = measured("tensorflow", "rnn_fanout")
+    dims = workloads.get("rnn_fanout").SIZES["tiny"]
+    largest = found["backward"]["aggregation"]["largest"]
+    assert largest == {"count": dims["n"], "bytes": dims["n"] * dims["D"] * dims["D"] * 4}

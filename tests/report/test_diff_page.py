@@ -20,7 +20,7 @@ def _saved(ops, method="made up by the fixture"):
     rows = {op: {"bytes": b, "count": c, "names": names, "in_op_set": not op[0].isupper()}
             for op, (b, c, names) in ops.items()}
     total = sum(r["bytes"] for r in rows.values())
-    return {"ops": rows, "bytes": total, "method": method, "saved_activations_bytes": total, "peak_by_role": None}
+    return {"ops": rows, "bytes": total, "method": method, "saved_activations_bytes": total, "backward": None}
 
 
 def _records():
@@ -34,7 +34,7 @@ def _records():
                                            "CompiledFunctionBackward": (5, 1, ["CompiledFunctionBackward"])})),
         fixture_record("rnn_fanout", "tensorflow", saved_by_op={
             "ops": None, "bytes": None, "method": "the tensorflow adapter has no way to tell which op made a saved "
-            "buffer", "saved_activations_bytes": None, "peak_by_role": None}),
+            "buffer", "saved_activations_bytes": None, "backward": None}),
     ]
 
 
