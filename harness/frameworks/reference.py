@@ -210,8 +210,8 @@ class ReferenceAdapter(Adapter):
         """What the backward holds at its highest point and what it allocates, by what
         made each buffer (the ledger's tags): saved activations (forward:*), recomputed
         ones (recompute:*), gradient accumulation (backward:accumulate/scatter/grad:
-        running sums and gradient copies), cotangents (backward:<primitive>), seed and
-        zeros: {"at_peak": {role: bytes}, "allocated": {role: bytes}}."""
+        running sums and gradient copies), cotangents of each primitive (backward:<primitive>:
+        what its VJP made), seed and zeros: {"at_peak": {role: bytes}, "allocated": {role: bytes}}."""
         ledger = self.last_ledger
         if ledger is None:
             return None
@@ -244,7 +244,10 @@ _ROLES = {
 def _by_role(by_tag):
     roles = {}
     for tag, nbytes in (by_tag or {}).items():
-        role = _ROLES.get(tag) or _ROLES.get(tag.split(":", 1)[0] + ":*", "other")
+        phase, _, primitive = tag.partition(":")
+        role = _ROLES.get(tag) or _ROLES.get(phase + ":*", "other")
+        if role == "cotangents":  # whose VJP made it: the op a pending gradient comes from
+            role = f"cotangents of {primitive}"
         roles[role] = roles.get(role, 0) + nbytes
     return roles
 
