@@ -55,7 +55,7 @@ def render(diff):
     u = e["unexplained"]
     categories = _table(["category", "A", "B", "B − A"], _rows(e["categories"])
                         + f'<tr class="rest"><th>{esc(u["figure"])}</th><td></td><td></td>{_diff_cell(u["diff"])}</tr>')
-    notes = [u["note"]] + [
+    notes = [u["note"] + "."] + [
         f"{c['figure']}: A {c['method_a']}; B {c['method_b']}" for c in e["categories"]
         if c["diff"] is None or (RSS_METHOD in (c["method_a"], c["method_b"]) and not c["same_method"])]
     ru = e["retained_unexplained"]
@@ -65,7 +65,7 @@ def render(diff):
         ("Figures", "Step peak: above the step's start (what one step needs); retained: resident at the step's "
                     "start above the baseline (kept between steps); footprint = retained + step peak.", figures),
         (f"Step peak difference by category: {_signed(e['step_peak']['diff'])}",
-         " ".join(notes), categories),
+         "<br>".join(esc(n) for n in notes), categories),
     ]
     roles = diff.get("backward")
     if roles:

@@ -39,7 +39,7 @@ svg text.small { font-size: 10px; fill: #444; } svg text.status-text { fill: #a3
 svg line.bound { stroke: #c00; stroke-dasharray: 4 3; } svg line.axis { stroke: #888; }
 svg line.mark { stroke: #999; stroke-dasharray: 2 2; } svg polyline.rss { fill: none; stroke: #4c78a8; stroke-width: 1.3; }
 .small-multiples { display: flex; flex-wrap: wrap; gap: 12px; }
-table.saved-by-op td { text-align: right; } table.saved-by-op tr.total td { font-size: 12px; }
+table.saved-by-op td { text-align: right; } table.saved-by-op tbody th { text-align: left; } table.saved-by-op tr.total td { font-size: 12px; }
 nav a { margin-right: 1em; } .count { color: #777; }
 table.provenance td { font-family: ui-monospace, monospace; font-size: 12px; }
 .verified { background: #d8f0d8; } .unverified, td.low-r2 { background: #fff1c2; }
