@@ -149,6 +149,7 @@ def backward(a, b):
         found[part] = {"rows": rows, "total": _row("total", sum(ra.values()), sum(rb.values())),
                        "grew_most": rows[0]["figure"] if rows and rows[0]["diff"] > 0 else None}
     found["aggregation"] = {side: (p or {}).get("aggregation") for side, p in (("a", pa), ("b", pb))}
+    found["errors"] = {side: (p or {}).get("error") for side, p in (("a", pa), ("b", pb))}
     return found
 
 

@@ -59,6 +59,8 @@ def render(diff):
         for side, agg in roles["aggregation"].items():
             if agg:
                 out += ["", f"{side.upper()}'s backward: {aggregation_sentence(agg)}"]
+            if roles["errors"][side]:
+                out += ["", f"{side.upper()}'s backward: not seen ({roles['errors'][side]})"]
         for part, title in (("at_peak", "live at the backward's highest point"), ("allocated", "allocated by the backward")):
             found = roles.get(part)
             if not found:

@@ -232,8 +232,11 @@ class PaddleAdapter(Adapter):
         """The saved tensors of `saving()`, each buffer named by the grad node that made
         it (``Tensor.grad_fn``: MatmulGradNode for a matmul's output)."""
         if getattr(self, "_saved", None) is None:
-            return None, ("the compiled (to_static) program keeps its intermediates inside itself: the hooks "
-                          "see none" if self.mode == "compiled" else "no forward pass ran under saving()")
+            if self.mode == "compiled":
+                return None, "the compiled (to_static) program keeps its intermediates inside itself: the hooks see none"
+            if self.remat == "native:hooks":
+                return None, "the native:hooks recompute holds Paddle's one pair of saved-tensor hooks"
+            return None, "no forward pass ran under saving()"
 
         def producer(tensor):
             node = getattr(tensor, "grad_fn", None)

@@ -92,11 +92,23 @@ def measure(adapter, step):
     with adapter.saving():
         state = step.forward(step.params, step.inputs)
         adapter.sync(state)
-    entries, found["method"] = adapter.saved_by_op(state, step.params, step.inputs)
+    # A diagnostic must never cost the cell its figures: a hook that fails (a framework
+    # version without the API used) leaves its part null with the error as the reason.
+    try:
+        entries, found["method"] = adapter.saved_by_op(state, step.params, step.inputs)
+    except Exception as err:  # noqa: BLE001
+        entries, found["method"] = None, f"the {adapter.name} adapter's saved_by_op failed: {_error(err)}"
     if not adapter.saved_activations_from_rss:
         found["saved_activations_bytes"] = adapter.saved_activation_bytes(state, step.params, step.inputs)[0]
     if entries is not None:
         found["ops"] = group(entries)
         found["bytes"] = sum(row["bytes"] for row in found["ops"].values())
-    found["backward"] = adapter.backward_detail(lambda: step.backward(state))
+    try:
+        found["backward"] = adapter.backward_detail(lambda: step.backward(state))
+    except Exception as err:  # noqa: BLE001
+        found["backward"] = {"error": f"the {adapter.name} adapter's backward_detail failed: {_error(err)}"}
     return found
+
+
+def _error(err):
+    return f"{type(err).__name__}: {str(err)[:300]}"

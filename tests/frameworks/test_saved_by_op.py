@@ -99,3 +99,20 @@ def test_tensorflow_tape_sums_the_fan_in_gradients_at_once():
     dims = workloads.get("rnn_fanout").SIZES["tiny"]
     largest = found["backward"]["aggregation"]["largest"]
     assert largest == {"count": dims["n"], "bytes": dims["n"] * dims["D"] * dims["D"] * 4}
+
+
+def test_a_failing_hook_leaves_a_reason_not_a_failed_cell(monkeypatch):
+    adapter = frameworks.get("reference")
+    adapter.load("cpu", "eager")
+    problem = workloads.build("chained_dot", "tiny", "float32")
+    step = Step(adapter, problem.loss, adapter.from_numpy(problem.params), adapter.from_numpy(problem.inputs), "eager")
+
+    def broken(*args):
+        raise AttributeError("module 'jax._src.ad_checkpoint' has no attribute 'saved_residuals'")
+
+    monkeypatch.setattr(adapter, "saved_by_op", broken)
+    monkeypatch.setattr(adapter, "backward_detail", broken)
+    found = saved_ops.measure(adapter, step)
+    assert found["ops"] is None and "saved_by_op failed: AttributeError" in found["method"]
+    assert "backward_detail failed" in found["backward"]["error"]
+    assert found["saved_activations_bytes"] > 0  # the rest of the pass still counted
