@@ -52,6 +52,10 @@ def figures(a, b):
             # a time taken while other processes ran is advisory (time_noise says why)
             rows.append(dict(_row("time (median)", ta, tb, "s"), phase=phase,
                              noisy_a=bool(a.get("time_noisy")), noisy_b=bool(b.get("time_noisy"))))
+    for key in ("after_forward", "after_backward"):  # live above the step's start when the phase ends
+        la, lb = (a.get("live_bytes") or {}).get(key), (b.get("live_bytes") or {}).get(key)
+        if la is not None or lb is not None:
+            rows.append(dict(_row(f"live {key.replace('_', ' ')}", la, lb), phase="step"))
     rows.append(dict(_row("retained", a.get("retained_bytes"), b.get("retained_bytes")), phase="step"))
     da, db = a.get("retained_detail_bytes") or {}, b.get("retained_detail_bytes") or {}
     for kind in sorted(set(da) | set(db)):
