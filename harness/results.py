@@ -36,6 +36,10 @@ added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md
   median per phase), ``time_noisy`` (bool: the time is advisory, ``time_noise`` says
   why) and ``time_stats`` (samples, how many were clean, the median's precision, other
   processes' CPU use);
+  since issue 27 ``saved_by_op`` ({ops: {op: {bytes, count, names, in_op_set}} or
+  null, bytes, method, saved_activations_bytes, backward}: which op made each saved
+  activation, and what the backward shows where the framework lets us see;
+  harness/measure/saved_ops.py);
 - ``provenance``: versions, git commit, machine, python, the worker environment,
   threads, seed, start time, and how each figure was taken.
 

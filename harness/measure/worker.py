@@ -16,7 +16,8 @@ Kinds of job:
   adapter's counting hooks for the breakdown (harness/measure/breakdown.py); where the
   cache was off, two more steps with it on and the framework's count of what it holds
   (the record's ``buffer_cache``); then, for NumPy-based engines, one more step under
-  tracemalloc. Buffers a compiled step keeps for itself between calls (TinyJit's:
+  tracemalloc; last, one more forward (and backward) listing which op made each saved
+  activation (the record's ``saved_by_op``: harness/measure/saved_ops.py). Buffers a compiled step keeps for itself between calls (TinyJit's:
   `Adapter.step_held_bytes`) are counted in its step peak, not in retained.
 - ``time``: the cold first step timed (`compile_s`: trace/compile/first-call costs),
   warm-up steps, then timed steps until the median is known well enough or the budget

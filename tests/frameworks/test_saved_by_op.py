@@ -11,8 +11,11 @@ import pytest
 from harness import frameworks, workloads
 from harness.measure import saved_ops
 from harness.measure.phases import NullMeter, Step
+from own_process import OWN_PROCESS, in_this_process
 
 def measured(name, workload, size="tiny"):
+    if not in_this_process(name):
+        pytest.skip(OWN_PROCESS[name])
     adapter = frameworks.get(name)
     ok, why = adapter.available()
     if not ok:
