@@ -65,11 +65,12 @@ def op_name(framework_name):
 
 
 def group(entries):
-    """{op: {bytes, count, names}} from [(buffer key, bytes, framework op name)], each
-    buffer counted once (its first entry), biggest first. An op with no counterpart in
-    the op set is keyed by its own name and marked ``in_op_set: false``."""
+    """{op: {bytes, count, names[, read_by]}} from [(buffer key, bytes, framework op name
+    [, names of the nodes that read it])], each buffer counted once (its first entry),
+    biggest first. An op with no counterpart in the op set is keyed by its own name and
+    marked ``in_op_set: false``."""
     seen, ops = set(), {}
-    for key, nbytes, name in entries:
+    for key, nbytes, name, *read_by in entries:
         if key in seen:
             continue
         seen.add(key)
@@ -79,6 +80,8 @@ def group(entries):
         row["count"] += 1
         if name not in row["names"]:
             row["names"].append(name)
+        if read_by:
+            row["read_by"] = sorted(set(row.get("read_by", [])) | set(read_by[0]))
     return dict(sorted(ops.items(), key=lambda item: (-item[1]["bytes"], item[0])))
 
 

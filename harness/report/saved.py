@@ -37,7 +37,8 @@ def _table(workload, view):
             elif row is None:
                 cells.append('<td class="absent">0</td>')
             else:
-                cells.append(f'<td title="{esc(", ".join(row["names"]))}">{esc(human_bytes(row["bytes"]))}'
+                title = ", ".join(row["names"]) + (f'; read by {", ".join(row["read_by"])}' if row.get("read_by") else "")
+                cells.append(f'<td title="{esc(title)}">{esc(human_bytes(row["bytes"]))}'
                              f' <span class="count">×{row["count"]}</span></td>')
         body.append(f'<tr><th class="op">{esc(op)}{mark}</th>{"".join(cells)}</tr>')
     totals = []

@@ -69,6 +69,13 @@ def test_lists_line_up_with_the_reference_engine_on_rnn_fanout(name):
     assert found["ops"]["tanh"]["names"] != ["tanh"] or name == "jax"  # the framework's own name kept
 
 
+def test_torch_names_the_nodes_that_read_each_buffer():
+    """h_k = tanh(...) is read by its own backward (tanh' from the output) and by the
+    next step's matmul (its input): the graph walk finds both."""
+    found, _ = measured("torch", "rnn_fanout")
+    assert found["ops"]["tanh"]["read_by"] == ["MmBackward0", "TanhBackward0"]
+
+
 def test_frameworks_without_a_way_say_why():
     found, _ = measured("tensorflow", "chained_dot")
     assert found["ops"] is None and found["bytes"] is None
