@@ -2,7 +2,8 @@
 
 Keys are the record's own fields (framework, workload, mode, size, dtype, device,
 version, framework_version, optimizer, remat, order, batch, status) and ``commit``
-(the provenance's git commit; a prefix is enough). A selector that matches no record,
+(the provenance's git commit; a prefix is enough). ``version`` of a cell that pinned
+none matches the version that ran (``framework_version``). A selector that matches no record,
 or several, is a `SelectionError` naming the values the file holds, so the user can
 pick: the command turns it into exit 2.
 """
@@ -43,6 +44,9 @@ def _matches(record, selector):
         value = value_of(record, key)
         if key == "commit":
             if not (value and str(value).startswith(wanted)):
+                return False
+        elif key == "version" and value is None:  # the installed version: the one that ran
+            if str(record.get("framework_version")).lower() != wanted.lower():
                 return False
         elif str(value).lower() != wanted.lower() and not (value is None and wanted.lower() in ("none", "null")):
             return False
