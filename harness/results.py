@@ -40,6 +40,10 @@ added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md
   after the measured steps: {state: predicted | zero | unsupported | failed, method,
   bytes, compares_with, program, same_program, fields, categories, note, reason};
   absent or null: none was taken; harness/measure/prediction.py);
+  since issue 27 ``saved_by_op`` ({ops: {op: {bytes, count, names, in_op_set}} or
+  null, bytes, method, saved_activations_bytes, backward}: which op made each saved
+  activation, and what the backward shows where the framework lets us see;
+  harness/measure/saved_ops.py);
 - ``provenance``: versions, git commit, machine, python, the worker environment,
   threads, seed, start time, and how each figure was taken.
 

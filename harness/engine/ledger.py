@@ -28,6 +28,11 @@ class Ledger:
         #: how many times each primitive's VJP ran
         self.vjp_calls = collections.Counter()
         self._live = {}  # address -> (nbytes, tag, weakref to the owning array)
+        #: {tag: live bytes} at the highest point since `watch_peak` (None: not watched)
+        self.peak_by_tag = None
+        #: {tag: bytes allocated} since `watch_peak` (None: not watched)
+        self.allocated_by_tag = None
+        self._watched = None  # {tag: live bytes} kept current while a peak is watched
 
     def track(self, array, tag):
         """Count `array`'s buffer as live from now until its owner is freed (once per
@@ -44,6 +49,9 @@ class Ledger:
             ref = None
         self._live[address] = (base.nbytes, tag, ref)
         self.allocated[str(base.dtype)] += base.nbytes
+        if self._watched is not None:
+            self._watched[tag] += base.nbytes
+            self.allocated_by_tag[tag] = self.allocated_by_tag.get(tag, 0) + base.nbytes
         self._record(base.nbytes, tag)
 
     def mark(self, tag):
@@ -54,6 +62,20 @@ class Ledger:
         """Start a new phase: the peak restarts from what is live now."""
         self.peak_bytes = self.live_bytes
 
+    def watch_peak(self):
+        """From now on, keep what is live at the highest point, by tag (`peak_by_tag`),
+        and what is allocated, by tag (`allocated_by_tag`): the peak restarts from what
+        is live now. Off by default: it copies the tag counts at each new high, which
+        the measured steps should not pay for."""
+        self._watched = collections.Counter(self.live_by_tag())
+        self.allocated_by_tag = {}
+        self.reset_peak()
+        self.peak_by_tag = dict(self._watched)
+
+    def live_buffers(self):
+        """[(address, nbytes, tag)] of the buffers live now."""
+        return [(address, nbytes, tag) for address, (nbytes, tag, _) in self._live.items()]
+
     def live_by_tag(self):
         """{tag: live bytes} of the buffers live now, by the tag they were tracked with."""
         by_tag = collections.Counter()
@@ -63,11 +85,16 @@ class Ledger:
 
     def _release(self, address):
         nbytes, tag, _ = self._live.pop(address)
+        if self._watched is not None:
+            self._watched[tag] -= nbytes
         self._record(-nbytes, "free " + tag)
 
     def _record(self, delta, tag):
         self.live_bytes += delta
-        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        if self.live_bytes > self.peak_bytes:
+            self.peak_bytes = self.live_bytes
+            if self._watched is not None:
+                self.peak_by_tag = {k: v for k, v in self._watched.items() if v}
         self.timeline.append((len(self.timeline), self.live_bytes, tag))
 
     def __repr__(self):

@@ -278,6 +278,20 @@ class Adapter:
         default is the null with its reason: an adapter adds one small method here."""
         return None, f"the {self.name} adapter has no way to count what its forward pass saves"
 
+    def saved_by_op(self, state, params, inputs):
+        """([(buffer key, bytes, framework op name)], method) of the buffers a `split_vjp`
+        forward's `state` keeps for the backward, each with the op that made it, params
+        and inputs excluded (harness/measure/saved_ops.py counts each buffer once and
+        maps the names); (None, reason) where this adapter cannot tell which op made a
+        saved buffer. Runs after a forward under `saving()`."""
+        return None, f"the {self.name} adapter has no way to tell which op made a saved buffer"
+
+    def backward_detail(self, run_backward):
+        """{role: bytes} live at the highest point of `run_backward()` (the backward of
+        the forward `saved_by_op` saw), by what made each buffer, or None where the
+        adapter cannot see it (default: the backward is not run; the state is dropped)."""
+        return None
+
     def buffer_bytes(self, tree):
         """{buffer key: bytes} of the distinct buffers of the arrays in `tree` (an array,
         or dicts/lists/tuples of them): two views of one buffer count once. The default
@@ -320,6 +334,23 @@ class SavedTensorRefs:
     @staticmethod
     def unpack(tensor):
         return tensor
+
+    def by_producer(self, adapter, params, inputs, producer):
+        """[(buffer key, bytes, producer(tensor))] of the saved tensors still alive, one
+        per buffer (bytes as `bytes` counts them, so the two sums agree), params and
+        inputs excluded."""
+        outside = set(adapter.buffer_bytes([params, inputs]))
+        found = {}
+        for tensor in (ref() for ref in self.refs):
+            if tensor is None:
+                continue
+            for key, nbytes in adapter.buffer_bytes(tensor).items():
+                if key in outside:
+                    continue
+                if key not in found:
+                    found[key] = [nbytes, producer(tensor)]
+                found[key][0] = max(found[key][0], nbytes)
+        return [(key, nbytes, name) for key, (nbytes, name) in found.items()]
 
     def bytes(self, adapter, params, inputs):
         """Bytes of the saved tensors still alive, params and inputs excluded."""

@@ -42,6 +42,7 @@ of the ceil(sqrt(n)) segments of a ``chain`` is one ``jax.checkpoint``.
 """
 
 import os
+import re
 import sys
 
 from harness.choices import check_choice
@@ -163,7 +164,7 @@ class JaxAdapter(Adapter):
 
         if mode == "compiled":
             return None  # one jax.jit(jax.value_and_grad(loss)): module docstring
-        loss = self._bound(loss_fn)
+        loss = self._split_loss = self._bound(loss_fn)
 
         def forward(params, inputs):
             return jax.vjp(lambda p: loss(p, inputs), params)  # (loss, vjp_fn)
@@ -219,6 +220,35 @@ class JaxAdapter(Adapter):
         method = ("the leaves of the jax.vjp function's residuals at the end of forward, counted once "
                   "per buffer, params and inputs excluded")
         return sum(v for k, v in found.items() if k not in outside), method
+
+    def saved_by_op(self, state, params, inputs):
+        """JAX's own list of a VJP's residuals with their sources
+        (``jax._src.ad_checkpoint.saved_residuals``, what ``print_saved_residuals``
+        prints), traced from the same loss: "output of tanh from file:line" is named
+        by its primitive; arguments (the params) are left out, and so are constants of
+        an input's shape and dtype (the inputs, closed over by the loss), one per input."""
+        import jax
+        from jax._src.ad_checkpoint import saved_residuals
+
+        loss = getattr(self, "_split_loss", None)
+        if loss is None:
+            return None, "no split forward was made (split_vjp)"
+        inputs_left = [(tuple(a.shape), str(a.dtype)) for a in jax.tree_util.tree_leaves(inputs)]
+        entries = []
+        for index, (aval, source) in enumerate(saved_residuals(lambda p: loss(p, inputs), params)):
+            if source.startswith("from the argument"):
+                continue
+            shape, dtype = tuple(aval.shape), str(aval.dtype)
+            if source.startswith("from a constant") and (shape, dtype) in inputs_left:
+                inputs_left.remove((shape, dtype))
+                continue
+            match = re.match(r"output of (\S+)", source)
+            name = match.group(1) if match else source.split(" from ")[0].strip() or "residual"
+            entries.append((("residual", index), int(aval.size) * aval.dtype.itemsize, name))
+        method = ("jax._src.ad_checkpoint.saved_residuals on the loss (inputs closed over): each residual once, "
+                  "under the primitive that made it; its bytes from its shape and dtype (the traced program's "
+                  "residuals, not the buffers of this step)")
+        return entries, method
 
     def buffer_bytes(self, tree):
         import jax

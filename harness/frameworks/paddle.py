@@ -229,6 +229,24 @@ class PaddleAdapter(Adapter):
                   "the end of forward, counted once per buffer, params and inputs excluded")
         return self._saved.bytes(self, params, inputs), method
 
+    def saved_by_op(self, state, params, inputs):
+        """The saved tensors of `saving()`, each buffer named by the grad node that made
+        it (``Tensor.grad_fn``: MatmulGradNode for a matmul's output)."""
+        if getattr(self, "_saved", None) is None:
+            if self.mode == "compiled":
+                return None, "the compiled (to_static) program keeps its intermediates inside itself: the hooks see none"
+            if self.remat == "native:hooks":
+                return None, "the native:hooks recompute holds Paddle's one pair of saved-tensor hooks"
+            return None, "no forward pass ran under saving()"
+
+        def producer(tensor):
+            node = getattr(tensor, "grad_fn", None)
+            return node.name() if node is not None else "no grad node"
+
+        method = ("paddle.autograd.saved_tensors_hooks: each saved buffer alive at the end of forward, once, "
+                  "under the grad node that made it (Tensor.grad_fn)")
+        return self._saved.by_producer(self, params, inputs, producer), method
+
     def buffer_bytes(self, tree):
         """Keyed by data pointer (a leaf made from a param shares its buffer); a view's
         bytes are its own elements, the largest view of a buffer counting."""

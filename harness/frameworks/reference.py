@@ -194,6 +194,32 @@ class ReferenceAdapter(Adapter):
         method = "the engine's ledger: live bytes at the end of forward, once per buffer, less the loss scalar"
         return ledger.live_bytes - loss, method
 
+    def saved_by_op(self, state, params, inputs):
+        """The ledger's live buffers at the end of forward, by the primitive that made
+        each (its tag), less the loss: the same buffers `saved_activation_bytes` sums."""
+        ledger = self.last_ledger
+        if ledger is None:
+            return None, "the engine ran without its ledger (track_memory=False)"
+        from harness.engine import xp
+
+        loss = xp.buffer_address(xp.owner(state[0])) if xp.is_array(state[0]) else None
+        entries = [(address, nbytes, tag.split(":", 1)[-1]) for address, nbytes, tag in ledger.live_buffers()
+                   if address != loss]
+        return entries, "the engine's ledger: each buffer live at the end of forward, under the primitive that made it"
+
+    def backward_detail(self, run_backward):
+        """What the backward holds at its highest point and what it allocates, by what
+        made each buffer (the ledger's tags): saved activations (forward:*), recomputed
+        ones (recompute:*), gradient accumulation (backward:accumulate/scatter/grad:
+        running sums and gradient copies), cotangents of each primitive (backward:<primitive>:
+        what its VJP made), seed and zeros: {"at_peak": {role: bytes}, "allocated": {role: bytes}}."""
+        ledger = self.last_ledger
+        if ledger is None:
+            return None
+        ledger.watch_peak()
+        run_backward()
+        return {"at_peak": _by_role(ledger.peak_by_tag), "allocated": _by_role(ledger.allocated_by_tag)}
+
     # ---- CUDA: everything device-specific for the reference engine is below ---------
     def device_memory_probe(self, device):
         if device != "cuda":
@@ -201,6 +227,30 @@ class ReferenceAdapter(Adapter):
         import cupy
 
         return CupyPoolProbe(cupy)
+
+
+#: ledger tag (or "phase:*") -> role, for `backward_detail`
+_ROLES = {
+    "backward:accumulate": "gradient accumulation",
+    "backward:scatter": "gradient accumulation",
+    "backward:grad": "gradient accumulation",
+    "backward:seed": "seed and zeros",
+    "backward:zeros": "seed and zeros",
+    "backward:*": "cotangents",
+    "forward:*": "saved activations",
+    "recompute:*": "recomputed activations",
+}
+
+
+def _by_role(by_tag):
+    roles = {}
+    for tag, nbytes in (by_tag or {}).items():
+        phase, _, primitive = tag.partition(":")
+        role = _ROLES.get(tag) or _ROLES.get(phase + ":*", "other")
+        if role == "cotangents":  # whose VJP made it: the op a pending gradient comes from
+            role = f"cotangents of {primitive}"
+        roles[role] = roles.get(role, 0) + nbytes
+    return roles
 
 
 class CupyPoolProbe:

@@ -244,6 +244,37 @@ class TensorflowAdapter(Adapter):
 
         return forward, backward
 
+    def backward_detail(self, run_backward):
+        """How the tape sums the gradients that reach one tensor from several uses: its
+        VSpace's aggregate function gets all of them in one list (add_n), so they are
+        all alive at once. A recording aggregate function is registered around the
+        backward (then the default again): each call's count and bytes (shape x dtype).
+        {"aggregation": {calls, gradients, bytes, largest: {count, bytes}, method}}."""
+        from tensorflow.python import pywrap_tfe
+        from tensorflow.python.eager import backprop
+
+        default = backprop._default_vspace
+        calls = []
+
+        def aggregate(gradients):
+            calls.append((len(gradients), sum(_dense_bytes(g) for g in gradients)))
+            return default.aggregate_fn(gradients)
+
+        pywrap_tfe.TFE_Py_RegisterVSpace(default._replace(aggregate_fn=aggregate))
+        try:
+            run_backward()
+        finally:
+            pywrap_tfe.TFE_Py_RegisterVSpace(default)
+        summed = [c for c in calls if c[0] > 1]  # a single gradient is passed on as it is
+        largest = max(summed, key=lambda c: c[1], default=(0, 0))
+        return {"aggregation": {
+            "calls": len(summed), "gradients": sum(c[0] for c in summed), "bytes": sum(c[1] for c in summed),
+            "largest": {"count": largest[0], "bytes": largest[1]},
+            "method": ("the tape's aggregate function (tensorflow.python.eager.backprop's VSpace) recorded: each "
+                       "call sums, with one add_n, every gradient that reached one tensor, all alive at once; "
+                       "bytes from shape and dtype"),
+        }}
+
     def buffer_bytes(self, tree):
         """TF shows no buffer address: each tensor object counts once, by its shape
         and dtype."""
@@ -435,3 +466,9 @@ def xla_allocations(text):
                 else "output" if ("output" in tags or "live-out" in tags) else "other")
         totals[kind] = totals.get(kind, 0) + int(size)
     return totals
+
+
+def _dense_bytes(gradient):
+    """Bytes of a gradient the tape aggregates: a dense tensor, or IndexedSlices' values."""
+    values = getattr(gradient, "values", gradient)
+    return int(values.shape.num_elements() or 0) * values.dtype.size

@@ -286,6 +286,48 @@ class TorchAdapter(Adapter):
                   "still alive at the end of forward, counted once per storage, params and inputs excluded")
         return self._saved.bytes(self, params, inputs), method
 
+    def saved_by_op(self, state, params, inputs):
+        """The saved tensors of `saving()`, each buffer named by the autograd node that
+        made it (its base's ``grad_fn``: MmBackward0 for a matmul's output)."""
+        if getattr(self, "_saved", None) is None:
+            return None, "no forward pass ran under saving()"
+
+        def producer(tensor):
+            base = tensor._base if tensor._base is not None else tensor
+            return type(base.grad_fn).__name__ if base.grad_fn is not None else "no autograd node"
+
+        method = ("torch.autograd.graph.saved_tensors_hooks: each saved storage alive at the end of forward, "
+                  "once, under the autograd node that made it (the grad_fn of the tensor or of its view's base); "
+                  "read_by: the nodes whose _saved_* tensors hold it (a walk of the graph from the loss)")
+        readers = self._readers(state[0])
+        return [(key, nbytes, name, sorted(readers.get(key, ())))
+                for key, nbytes, name in self._saved.by_producer(self, params, inputs, producer)], method
+
+    def _readers(self, loss):
+        """{storage key: {node names}}: which autograd nodes save each storage, from a walk
+        of the graph (each node's ``_saved_*`` tensors) from the loss's grad_fn."""
+        import torch
+
+        readers, seen, stack = {}, set(), [loss.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            for attr in dir(node):
+                if not attr.startswith("_saved_"):
+                    continue
+                try:
+                    value = getattr(node, attr)
+                except RuntimeError:  # freed, or not a tensor
+                    continue
+                for tensor in value if isinstance(value, (tuple, list)) else (value,):
+                    if torch.is_tensor(tensor):
+                        for key in self.buffer_bytes(tensor):
+                            readers.setdefault(key, set()).add(type(node).__name__)
+            stack.extend(parent for parent, _ in node.next_functions)
+        return readers
+
     def buffer_bytes(self, tree):
         from harness.frameworks.base import leaves
 

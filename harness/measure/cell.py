@@ -305,6 +305,7 @@ class CellRunner:
             time_stats=t.get("time_stats"),
             grad_check=m.get("grad_check"),
             steady_samples=m.get("steady_samples"),
+            saved_by_op=m.get("saved_by_op"),  # which op made each saved activation (saved_ops.py)
         )
         try:  # every ok record written follows the schema (footprint = retained + peak ...)
             return results.validate(record)

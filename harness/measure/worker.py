@@ -17,8 +17,10 @@ Kinds of job:
   cache was off, two more steps with it on and the framework's count of what it holds
   (the record's ``buffer_cache``), preceded by the framework's own prediction of the
   step where it has one (the record's ``prediction``, harness/measure/prediction.py);
-  then, for NumPy-based engines, one more step under
-  tracemalloc. Buffers a compiled step keeps for itself between calls (TinyJit's:
+  then, for NumPy-based engines, one more step under tracemalloc; last, one more
+  forward (and backward) listing which op made each saved activation (the record's
+  ``saved_by_op``: harness/measure/saved_ops.py). Buffers a compiled step keeps for
+  itself between calls (TinyJit's:
   `Adapter.step_held_bytes`) are counted in its step peak, not in retained.
 - ``time``: the cold first step timed (`compile_s`: trace/compile/first-call costs),
   warm-up steps, then timed steps until the median is known well enough or the budget
@@ -242,6 +244,7 @@ def memory_pass(job, marks):
         "first_step_live_bytes": first["live_bytes"],
         "breakdown_bytes": breakdown_bytes,
         "breakdown_method": breakdown_method,
+        "saved_by_op": _saved_by_op(adapter, step, rss, marks),
         "buffer_cache": buffer_cache,
         "prediction": predicted,
         "bound_bytes": problem.bound_bytes,
@@ -254,6 +257,17 @@ def memory_pass(job, marks):
         "hwm_method": rss.method,
         **info,
     }
+
+
+def _saved_by_op(adapter, step, rss, marks):
+    """Which op made each saved activation (harness/measure/saved_ops.py): one more
+    forward and backward, after every measured figure, like the breakdown's."""
+    from harness.measure import saved_ops
+    from harness.measure.phases import settle_and_reset
+
+    settle_and_reset(rss)
+    marks.mark("saved-by-op")
+    return saved_ops.measure(adapter, step)
 
 
 #: the figures of one measured step kept per sample (the record's steady_samples)

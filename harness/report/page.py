@@ -5,7 +5,7 @@ file system for one), so the page opens from disk, offline, and its browser cons
 stays empty.
 """
 
-from harness.report import charts, gradients, grid, orders, predicted, provenance, remat, scaling, statuses, timelines
+from harness.report import charts, gradients, grid, orders, predicted, provenance, remat, saved, scaling, statuses, timelines
 from harness.report import records as rec
 from harness.report.fmt import esc
 
@@ -40,6 +40,7 @@ svg text.small { font-size: 10px; fill: #444; } svg text.status-text { fill: #a3
 svg line.bound { stroke: #c00; stroke-dasharray: 4 3; } svg line.axis { stroke: #888; }
 svg line.mark { stroke: #999; stroke-dasharray: 2 2; } svg polyline.rss { fill: none; stroke: #4c78a8; stroke-width: 1.3; }
 .small-multiples { display: flex; flex-wrap: wrap; gap: 12px; }
+table.saved-by-op td { text-align: right; } table.saved-by-op tbody th { text-align: left; } table.saved-by-op tr.total td { font-size: 12px; }
 nav a { margin-right: 1em; } .count { color: #777; }
 table.provenance td { font-family: ui-monospace, monospace; font-size: 12px; }
 .verified { background: #d8f0d8; } .unverified, td.low-r2 { background: #fff1c2; }
@@ -57,7 +58,8 @@ def _view_section(index, key, view):
     return (
         head + f"<h3>Step peak and time per phase</h3>{charts.render(view)}"
         f"<h3>Memory timelines</h3>{timelines.render(view)}"
-        f"<h3>Gradient agreement</h3>{gradients.render(view)}</section>"
+        f"<h3>Gradient agreement</h3>{gradients.render(view)}"
+        f"<h3>Saved activations by op</h3>{saved.render(view)}</section>"
     )
 
 

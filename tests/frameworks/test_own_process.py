@@ -11,7 +11,7 @@ from harness import frameworks
 from own_process import ENV, OWN_PROCESS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FILES = ["test_adapters.py", "test_adapter_remat.py", "test_three_rows.py"]
+FILES = ["test_adapters.py", "test_adapter_remat.py", "test_three_rows.py", "test_saved_by_op.py"]
 
 
 @pytest.mark.parametrize("name", sorted(OWN_PROCESS))

@@ -1,0 +1,1 @@
+"""`python -m harness diff`: why two records' figures differ (command.py)."""
