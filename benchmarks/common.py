@@ -13,7 +13,9 @@ the registries.
 Environment (read in the benchmark processes, so export it before `asv run`):
   GRADMEM_ASV_SIZE        tiny | small (default) | paper: the sweep's size
   GRADMEM_ASV_FRAMEWORKS  comma list, default all: which frameworks the sweep runs
-  GRADMEM_ASV_WORKLOADS   comma list, default all
+  GRADMEM_ASV_WORKLOADS   comma list, default all; besides the built-in names, your own
+                          workloads (docs/workloads.md): an absolute path to a .py file
+                          or package.module:attr, each added to the grid as a workload
   GRADMEM_ASV_DEVICES     comma list, default all (cuda cells are n/a without a GPU)
   GRADMEM_ASV_MODES       comma list, default all
   GRADMEM_ASV_OPTIMIZER   sgd (default) | adam | none: the update measured as phase "step"
@@ -33,7 +35,33 @@ import subprocess
 import sys
 import tempfile
 
-WORKLOADS = ["chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention", "shared_linear", "transformer_block"]
+
+class SelectionError(ValueError):
+    """A GRADMEM_ASV_* variable naming something that does not exist."""
+
+
+BUILT_IN_WORKLOADS = ["chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention", "shared_linear",
+                      "transformer_block"]
+HASH_MARK = "#sha256="  # how a record names a file workload: /abs/path.py#sha256=<hex>
+
+
+def is_own_workload(name):
+    """A user's workload reference: a .py path or module:attr (as the harness's
+    loader reads them; written out here, like the grid, so an old commit still imports)."""
+    return name.endswith(".py") or ":" in name
+
+
+def own_workloads():
+    """The user's workloads named in GRADMEM_ASV_WORKLOADS: grid values of their own.
+    A file must be given by its absolute path: asv runs benchmarks from its own folders."""
+    names = [n.strip() for n in os.environ.get("GRADMEM_ASV_WORKLOADS", "").split(",") if n.strip()]
+    own = [n for n in names if is_own_workload(n)]
+    for name in own:
+        if name.endswith(".py") and not os.path.isabs(name):
+            raise SelectionError(f"GRADMEM_ASV_WORKLOADS: {name!r} is not an absolute path; asv runs "
+                                 "benchmarks from its own folders, so give the file as /abs/path.py")
+    return own
+WORKLOADS = BUILT_IN_WORKLOADS + own_workloads()
 FRAMEWORKS = ["reference", "autograd", "torch", "jax", "tensorflow", "pytensor", "mlx", "tinygrad", "paddle"]
 DEVICES = ["cpu", "cuda"]
 MODES = ["eager", "compiled"]
@@ -51,8 +79,6 @@ VERSION = "gradmem-3"
 SWEEP_TIMEOUT_S = 4 * 3600  # a `small` sweep of every cell, on a slow CI box
 
 
-class SelectionError(ValueError):
-    """A GRADMEM_ASV_* variable naming something that does not exist."""
 
 
 def _selection(variable, valid, default=None):
@@ -128,9 +154,15 @@ def index(records):
             continue
         if record.get("optimizer") != optimizer():
             continue
-        key = (record["workload"], record["framework"], record["device"], record["mode"])
+        key = (grid_workload(record["workload"]), record["framework"], record["device"], record["mode"])
         cells[key] = record
     return cells
+
+
+def grid_workload(name):
+    """The grid's value of a record's workload: a file workload's record names the file
+    with its hash (the harness's canonical reference), the grid by its path."""
+    return name.split(HASH_MARK)[0] if HASH_MARK in name else name
 
 
 def sweep():
