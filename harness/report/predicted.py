@@ -3,7 +3,8 @@
 A section of the page with, per predictor (framework and mode), the cells compared and
 the median and worst error (predicted / measured - 1), then every cell's prediction:
 its state (predicted, zero, unsupported, failed), the predictor's figure, the measured
-step peak it compares with, and the predictor's own categories. A prediction of another
+step peak it compares with, the predictor's own categories and, beside them, our
+breakdown of the measured step (saved activations, gradients, temporaries). A prediction of another
 program than the measured one (TensorFlow's XLA plan of a cell run without XLA) is
 summarised apart and marked. Nothing here is measured by the predictor: a predicted
 figure is never shown as a measured one (harness/measure/prediction.py).
@@ -40,13 +41,17 @@ def _cell_row(record):
     categories = ", ".join(f"{k} {human_bytes(v)}" for k, v in (found.get("categories") or {}).items() if v)
     detail = found.get("reason") if state != "predicted" else "; ".join(filter(None, [categories, found.get("note")]))
     mark = "" if found.get("same_program", True) else " *"
+    ours = record.get("breakdown_bytes") or {}
+    measured_split = ", ".join(f"{k.replace('_', ' ')} {human_bytes(ours[k])}"
+                               for k in ("saved_activations", "gradients", "temporaries") if ours.get(k) is not None)
     return (
         f"<tr><td>{esc(record.get('workload'))}</td><td>{esc(record.get('framework'))}</td>"
         f"<td>{esc(record.get('mode'))}</td><td>{esc(record.get('size'))}</td><td>{esc(state)}{mark}</td>"
         f"<td>{esc(human_bytes(found.get('bytes')))}</td>"
         f"<td>{esc(human_bytes(prediction.measured_bytes(record)))}</td>"
         f"<td>{esc(human_ratio(value))}</td>"
-        f'<td class="message" title="{esc(found.get("method") or "")}">{esc(detail or "")}</td></tr>'
+        f'<td class="message" title="{esc(found.get("method") or "")}">{esc(detail or "")}</td>'
+        f'<td class="message">{esc(measured_split)}</td></tr>'
     )
 
 
@@ -64,6 +69,6 @@ def render(records):
         "docs/predicted.md says what each predictor leaves out.</p>"
         + _summary(taken)
         + "<table><thead><tr><th>workload</th><th>framework</th><th>mode</th><th>size</th><th>prediction</th>"
-        "<th>predicted</th><th>measured step peak</th><th>predicted / measured</th><th>categories or reason"
-        "</th></tr></thead><tbody>" + cells + "</tbody></table>"
+        "<th>predicted</th><th>measured step peak</th><th>predicted / measured</th><th>predictor's categories, "
+        "or why none</th><th>our breakdown (measured)</th></tr></thead><tbody>" + cells + "</tbody></table>"
     )
