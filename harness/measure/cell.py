@@ -91,6 +91,7 @@ class Options:
     memory_limit: int = None
     lr: float = 1e-3
     torch_index: str = None  # where a pinned torch version may come from (harness/versions/envs.py)
+    prediction: bool = True  # ask the framework for its own prediction (harness/measure/prediction.py)
 
     def settings(self):
         """{provenance key: value} of SETTINGS; threads resolved (None: the default count)."""
@@ -184,6 +185,7 @@ class CellRunner:
             "precision": o.precision,
             "time_budget_s": o.time_budget_s,
             "memory_limit": o.memory_limit,
+            "predict": o.prediction,
         }
         return CellState(index, cell, adapter, prov, job, memory_only=memory_only, python=python, env_of=env_of)
 

@@ -127,6 +127,11 @@ def add_arguments(parser):
         "--schedule-log", default=None,
         help="JSONL file: one line per pass (kind, cell, start/end, worker marks) for tools/sweep_compare.py",
     )
+    parser.add_argument(
+        "--no-prediction", dest="prediction", action="store_false",
+        help="do not ask each framework for its own memory prediction of the step (taken after the "
+        "measured steps, so it moves no figure; it costs a compile, about 1-60 s a cell: docs/predicted.md)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of every workload's inputs (default 0)")
     parser.add_argument("--out", required=True, help="JSONL file the records are appended to")
     parser.add_argument(
@@ -254,6 +259,7 @@ def options(args):
         timeout_s=args.timeout,
         memory_limit=parse_bytes(args.memory_limit),
         torch_index=getattr(args, "torch_index", None),
+        prediction=getattr(args, "prediction", True),
     )
 
 

@@ -68,6 +68,20 @@ def test_the_prediction_is_taken_outside_the_measured_window(tmp_path):
     assert abs(a - b) <= max(0.01 * b, 256 * 1024), (a, b)
 
 
+def test_no_prediction_leaves_the_key_out_of_the_record(tmp_path):
+    # `harness run --no-prediction`: nothing asked, so the record says none was taken
+    # (null), not "unsupported"
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.jsonl"
+    subprocess.run([sys.executable, "-m", "harness", "run", "--framework", "reference", "--workload",
+                    "chained_dot", "--size", "tiny", "--no-prediction", "--quiet", "--out", str(out)], check=True)
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["status"] == "ok" and record["prediction"] is None
+
+
 # ---- the states, without a framework ------------------------------------------------
 class _Adapter:
     def __init__(self, answer):
