@@ -49,7 +49,8 @@ MIB = 1024 * 1024
 
 
 def add_arguments(parser):
-    parser.add_argument("--workload", required=True, help=f"one of {', '.join(workloads.NAMES)}")
+    parser.add_argument("--workload", required=True, help=f"one of {', '.join(workloads.NAMES)}, or your own: a .py file or "
+                        "package.module:attr (docs/workloads.md)")
     parser.add_argument("--framework", required=True, help="the framework to bisect (a name, no version)")
     parser.add_argument("--good", required=True, help="a release (stage 1) or revision with --repo (stage 2) that is good")
     parser.add_argument("--bad", required=True, help="a later release or revision that is bad")
