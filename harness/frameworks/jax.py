@@ -44,7 +44,6 @@ of the ceil(sqrt(n)) segments of a ``chain`` is one ``jax.checkpoint``.
 import os
 import sys
 
-from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
 from harness.frameworks.base import Adapter, Unavailable
@@ -74,11 +73,10 @@ class JaxAdapter(Adapter):
 
     def __init__(self):
         self._device = None
-        self._settings = {}
 
     # ---- in the worker -------------------------------------------------------------
     def load(self, device="cpu", mode="eager", remat="none"):
-        check_choice("jax device", device, ("cpu", "cuda"))
+        self.check_device(device)
         self.check_mode(mode)
         strategy, variant = self.check_remat(remat)
         for key, value in self.environment.items():
@@ -88,7 +86,7 @@ class JaxAdapter(Adapter):
 
         jax.config.update("jax_enable_x64", True)
         if device == "cuda":
-            jax_device = _cuda_device_or_raise(jax)
+            jax_device = self.cuda_device()
         else:
             jax_device = jax.devices("cpu")[0]
         # Arrays made without an explicit device (constants inside ops) go here too.
@@ -112,20 +110,10 @@ class JaxAdapter(Adapter):
             settings["remat"] += f" (jax.checkpoint, policy {policy_name or 'nothing_saveable'})"
         return self
 
-    def settings(self):
-        return dict(self._settings)
+    def cuda_device(self):
+        import jax
 
-    def devices(self):
-        found = ["cpu"]
-        if _nvidia_device_nodes():  # cheap: no GPU node, no jax import
-            import jax
-
-            try:
-                _cuda_device_or_raise(jax)
-                found.append("cuda")
-            except Unavailable:
-                pass
-        return found
+        return _cuda_device_or_raise(jax)
 
     def from_numpy(self, tree, device="cpu"):
         import jax
@@ -259,13 +247,6 @@ def _cuda_device_or_raise(jax):
                 "jaxlib here has no CUDA backend (pip install 'jax[cuda12]' on a machine with a GPU)"
             ) from err
         raise Unavailable(f"JAX found no usable CUDA GPU: {err}") from err
-
-
-def _nvidia_device_nodes():
-    """True when the NVIDIA driver exposes a GPU (checked without importing jax)."""
-    import glob
-
-    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
 
 
 # ---- threads ----------------------------------------------------------------------------

@@ -51,7 +51,6 @@ top-level tensor arguments only, so a segment's dicts are passed flattened
 import os
 import sys
 
-from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
 from harness.frameworks.base import Adapter, Unavailable
@@ -86,11 +85,10 @@ class TensorflowAdapter(Adapter):
         if self.jit_compile:
             self.compiled_as = "tf.function(gradient step, jit_compile=True): XLA"
         self._device_name = "/CPU:0"
-        self._settings = {}
 
     # ---- in the worker -------------------------------------------------------------
     def load(self, device="cpu", mode="eager", remat="none"):
-        check_choice("tensorflow device", device, ("cpu", "cuda"))
+        self.check_device(device)
         self.check_mode(mode)
         strategy, _ = self.check_remat(remat)
         fresh = "tensorflow" not in sys.modules
@@ -101,7 +99,7 @@ class TensorflowAdapter(Adapter):
 
         settings = _fix_threads(tf)
         if device == "cuda":
-            self._device_name = _cuda_device_or_raise(tf)
+            self._device_name = self.cuda_device()
         else:
             _hide_gpus(tf)
             self._device_name = "/CPU:0"
@@ -117,20 +115,10 @@ class TensorflowAdapter(Adapter):
             self.ops.checkpoint, self.ops.chain = checkpoint, remat_lib.chain_of(checkpoint)
         return self
 
-    def settings(self):
-        return dict(self._settings)
+    def cuda_device(self):
+        import tensorflow as tf
 
-    def devices(self):
-        found = ["cpu"]
-        if _nvidia_device_nodes():  # cheap: no GPU node, no TF import
-            import tensorflow as tf
-
-            try:
-                _cuda_device_or_raise(tf)
-                found.append("cuda")
-            except Unavailable:
-                pass
-        return found
+        return _cuda_device_or_raise(tf)
 
     def from_numpy(self, tree, device="cpu"):
         import tensorflow as tf
@@ -266,13 +254,6 @@ def _hide_gpus(tf):
             tf.config.set_visible_devices([], "GPU")
         except RuntimeError:
             pass  # already initialised: ops are still pinned with tf.device("/CPU:0")
-
-
-def _nvidia_device_nodes():
-    """True when the NVIDIA driver exposes a GPU (checked without importing TF)."""
-    import glob
-
-    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
 
 
 # ---- threads ----------------------------------------------------------------------------

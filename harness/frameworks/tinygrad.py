@@ -78,10 +78,9 @@ import os
 import shutil
 import types
 
-from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, Unavailable, nvidia_device_nodes
+from harness.frameworks.base import Adapter, Unavailable
 
 
 class TinygradAdapter(Adapter):
@@ -95,7 +94,6 @@ class TinygradAdapter(Adapter):
     environment = {}
 
     def __init__(self):
-        self._settings = {}
         self.device = "cpu"
         self._jits = []  # the TinyJits this adapter made (their buffers: step_held_bytes)
 
@@ -111,7 +109,7 @@ class TinygradAdapter(Adapter):
 
     # ---- in the worker -------------------------------------------------------------
     def load(self, device="cpu", mode="eager", remat="none"):
-        check_choice("tinygrad device", device, ("cpu", "cuda"))
+        self.check_device(device)
         self.check_mode(mode)
         self.check_remat(remat)
         ok, reason = self.available()
@@ -138,20 +136,13 @@ class TinygradAdapter(Adapter):
         self.ops = _make_ops()
         return self
 
-    def settings(self):
-        return dict(self._settings)
+    def cuda_device(self):
+        from tinygrad import Device
 
-    def devices(self):
-        found = ["cpu"]
-        if nvidia_device_nodes():
-            from tinygrad import Device
-
-            try:
-                Device["CUDA"]
-                found.append("cuda")
-            except Exception:  # noqa: BLE001 - any failure to open it means no CUDA here
-                pass
-        return found
+        try:
+            return Device["CUDA"]
+        except Exception as err:  # noqa: BLE001 - any failure to open it means no CUDA here
+            raise Unavailable(f"tinygrad cannot open its CUDA device: {type(err).__name__}: {err}") from err
 
     def from_numpy(self, tree, device="cpu"):
         from tinygrad import Tensor

@@ -15,12 +15,12 @@ import sys
 
 import pytest
 
-from harness.measure.cells import nvidia_device_present
+from harness.frameworks.base import nvidia_device_nodes
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "tools", "gpu_sweep.sh")
 
-pytestmark = pytest.mark.skipif(nvidia_device_present(), reason="a GPU is here: the script would measure for real")
+pytestmark = pytest.mark.skipif(nvidia_device_nodes(), reason="a GPU is here: the script would measure for real")
 
 
 def sweep(tmp_path, **env):
