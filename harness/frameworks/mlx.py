@@ -23,7 +23,7 @@ float32 sums: MLX's CPU reductions add naively in float32 (ml-explore/mlx#488; t
 of 1M values near 0.728 is 0.6 % off). The adapter still calls ``mx.sum``/``mx.mean``,
 what MLX users run, and the gradient check's float32 tolerance (1e-3) is not widened
 for it: the loss and gradient errors it causes are measured and shown like any other
-(tests/frameworks/test_three_rows.py keeps the 1M-value case, so a fix upstream shows).
+(tests/frameworks/test_mlx_tinygrad_paddle.py keeps the 1M-value case, so a fix upstream shows).
 
 Modes:
 

@@ -36,6 +36,7 @@ def agreement():
     ("jax", "chained_dot", "compiled"),
     ("tensorflow", "rnn_fanout", "compiled"),
 ])
+@pytest.mark.slow  # acceptance: a sweep of every framework against scripts
 def test_the_harness_step_peak_agrees_with_an_independent_script(framework, workload, mode):
     ok, why = frameworks.get(framework).available()
     if not ok:

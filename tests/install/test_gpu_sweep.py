@@ -42,6 +42,7 @@ def test_without_a_gpu_it_stops_and_says_why(tmp_path):
     assert not (tmp_path / "out" / "cuda.jsonl").exists()
 
 
+@pytest.mark.slow  # acceptance: installs gradmem into a venv of its own
 def test_it_installs_gradmem_apart_runs_the_cuda_cells_and_writes_the_page(tmp_path):
     before = freeze()
     proc = sweep(

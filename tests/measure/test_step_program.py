@@ -77,6 +77,7 @@ def memory_pass(framework, mode, tmp_path):
 
 @pytest.mark.parametrize("framework", ["mlx", "tinygrad"])
 @pytest.mark.parametrize("mode", ["eager", "compiled"])
+@pytest.mark.slow  # acceptance: real sweeps of the lazy rows
 def test_lazy_rows_step_peak_is_at_least_the_bound(framework, mode, tmp_path):
     result = memory_pass(framework, mode, tmp_path)
     bound = workloads.bound_bytes("chained_dot", "tiny", "float32", batch=COLS)

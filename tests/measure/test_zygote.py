@@ -24,6 +24,7 @@ def sweep(tmp_path, start, *args):
     return {(r["workload"], r["framework"]): r for r in results.read_records(out)}
 
 
+@pytest.mark.slow  # acceptance: the same cells forked and spawned, figures compared
 def test_forked_workers_measure_what_spawned_ones_do(tmp_path):
     args = ["--workload", "tiny_nerf", "--framework", "reference,torch", "--size", "small", "--dtype", "float64",
             "--repeat", "1", "--time-budget", "0"]
