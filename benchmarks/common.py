@@ -2,7 +2,7 @@
 
 asv runs `sweep()` once per (environment, commit) as `setup_cache`: it starts
 `python -m harness run` in a subprocess (every cell then runs in its own fresh worker
-process, see DESIGN.md) and hands the records to every `track_*`, which only looks
+process, see docs/design.md) and hands the records to every `track_*`, which only looks
 its figure up. asv's own `peakmem_` would count the framework imports and the asv
 parent's peak, so no benchmark here measures anything in the asv process.
 

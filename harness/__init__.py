@@ -1,6 +1,6 @@
 """gradmem: peak memory and time of autodiff, the same workloads in every framework.
 
-Layout (see DESIGN.md): `ops` is the op contract, `workloads/` the models written once
+Layout (docs/design.md): `ops` is the op contract, `workloads/` the models written once
 against it, `frameworks/` one adapter per framework, `engine/` our reference autodiff,
 `measure/` one cell in a fresh process, `results` the record, `report/` the site.
 """

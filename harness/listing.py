@@ -8,7 +8,6 @@ that and prints what metadata alone says.
 """
 
 import json
-import os
 import subprocess
 import sys
 import time

@@ -18,7 +18,7 @@ Modes:
   (JAX compiles each primitive once per shape on first use: warm up before timing).
 - ``"compiled"``: ``jax.jit(jax.value_and_grad(loss))``: XLA plans the buffers of the
   whole forward + backward. The workloads' Python loops are unrolled into the trace,
-  so compile time grows with loop length (notes/memory.md: 207 s at L=2000).
+  so compile time grows with loop length (207 s at L=2000: docs/design.md, Evidence).
 
 ``split_vjp``: eager = ``jax.vjp`` (forward, keeping the residuals in the returned VJP
 function) and that function applied to a cotangent of one. Compiled: None, so a
@@ -68,7 +68,7 @@ class JaxAdapter(Adapter):
     remats = ("none", *NATIVE_POLICIES)
     # GPU: no 75 % preallocation, so the device holds what JAX uses (NVML figures mean
     # something); BFC stats are unaffected. XLA_PYTHON_CLIENT_ALLOCATOR=platform is
-    # not set: it is silently BFC and does not free in jaxlib 0.10.2 (memory.md, 7).
+    # not set: it is silently BFC and does not free in jaxlib 0.10.2 (docs/design.md, Evidence).
     environment = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
     def __init__(self):

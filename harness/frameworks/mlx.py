@@ -54,7 +54,7 @@ either); params, inputs and gradients are counted by ``mx.array.nbytes`` (the ba
 class's ``buffer_bytes``).
 
 Time: the Linux CPU wheel (``mlx[cpu]``) computes matmuls with a bundled *reference*
-BLAS, ~13x slower than OpenBLAS on a 1024^3 product (notes/new-frameworks.md), and its
+BLAS, ~13x slower than OpenBLAS on a 1024^3 product (docs/design.md, Evidence), and its
 CPU ops run on one thread: MLX times here say little about MLX as Apple ships it
 (Accelerate, Metal). MLX has no thread-count API; ``settings()`` says so.
 

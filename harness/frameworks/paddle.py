@@ -227,7 +227,7 @@ class PaddleAdapter(Adapter):
             found[key] = max(found.get(key, 0), int(tensor.numel()) * tensor.element_size())
         return found
 
-    # ---- CUDA: everything device-specific for Paddle is below (not run here) ---------
+    # ---- CUDA: everything device-specific for Paddle is below (not run on a GPU yet) -
     def device_memory_probe(self, device):
         if device != "cuda":
             return None

@@ -28,7 +28,7 @@ Compiled C code is cached on disk (``base_compiledir``). The worker sets
 ``PYTENSOR_FLAGS=base_compiledir=~/.cache/gradmem/pytensor`` (``environment``) so
 every run shares one cache outside the repository; ``load()`` sets the same when
 PyTensor is not imported yet. On an empty cache each new op signature costs a C
-compile of ~1-4 s on this (shared) 2-core machine: "compiled" chained_dot tiny took
+compile of ~1-4 s (measured 2026-11-22 on the shared 2-core development machine): "compiled" chained_dot tiny took
 9-10 s to compile on an empty cache and ~0.4 s cached; "eager" ~0.8 s and ~0.2 s.
 
 float32: Python float constants in a graph take ``floatX``'s dtype, and with the

@@ -7,7 +7,7 @@ convert a Python number to the tensor's dtype on either side (``tf.math.add(2.0,
 with a float64 ``x`` fails: it converts 2.0 to float32 first).
 
 NCHW: on the CPU, TF 2.21's ``conv2d`` takes ``data_format="NCHW"`` only with oneDNN
-on (``TF_ENABLE_ONEDNN_OPTS=1``; its default is off on this machine's AMD CPU, where
+on (``TF_ENABLE_ONEDNN_OPTS=1``; its default is off on the development machine's AMD CPU, 2026-11-23, where
 Eigen's kernels run and NCHW raises "only supports NHWC"), and ``max_pool2d``'s
 gradient needs NHWC even with oneDNN. So both ops transpose NCHW -> NHWC (and the OIHW
 weights -> HWIO) in and back out: real TF ops whose buffers count in TF's memory, as
@@ -28,7 +28,7 @@ Modes:
 - ``"compiled"``: the same gradient step in a ``tf.function`` (graph mode, Grappler's
   rewrites, inter-op parallel execution). ``jit_compile`` is off: plain
   ``tf.function`` is what most TF code runs. ``TensorflowAdapter(jit_compile=True)``
-  selects XLA (its memory differs: notes/memory.md table 1, 158 vs 116 MB).
+  selects XLA (its memory differs: 158 vs 116 MB, docs/design.md, Evidence).
 
 ``split_vjp``: eager = the forward under a ``GradientTape`` (the tape keeps what the
 backward needs), backward = ``tape.gradient``. Compiled: None, the phases are measured
@@ -70,7 +70,7 @@ class TensorflowAdapter(Adapter):
     # forward above the step's start, and says so in the record.
     saved_activations_from_rss = True
     # TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1 is not here on purpose: oneDNN's CPU allocator
-    # is a caching BFC pool (blocks >= 4 KiB) that hides peaks from RSS (memory.md 2d),
+    # is a caching BFC pool (blocks >= 4 KiB) that hides peaks from RSS (docs/design.md, Evidence),
     # so the *memory* pass sets it (harness/measure/environment.py MEMORY_SETTINGS),
     # while the time pass runs TF's default, what users run. settings() records it.
     environment = {
@@ -197,7 +197,7 @@ class TensorflowAdapter(Adapter):
     # ---- CUDA: everything device-specific for TensorFlow is below --------------------
     def device_memory_probe(self, device):
         if device != "cuda":
-            return None  # get_memory_info('CPU:0') is unsupported (memory.md 2d)
+            return None  # get_memory_info('CPU:0') is unsupported (docs/design.md, Evidence)
         import tensorflow as tf
 
         return TensorflowGpuProbe(tf, self._device_name.lstrip("/"))

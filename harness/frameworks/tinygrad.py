@@ -258,7 +258,7 @@ class TinygradAdapter(Adapter):
                 found[id(tensor)] = tensor.nbytes()
         return found
 
-    # ---- CUDA (tinygrad's CUDA device; not run here) -------------------------------
+    # ---- CUDA (tinygrad's CUDA device; not run on a GPU yet) ------------------------
     def device_memory_probe(self, device):
         return None  # tinygrad has no peak counter (GlobalCounters.mem_used is current bytes only)
 

@@ -15,7 +15,8 @@ Modes:
   ``torch.autograd.grad`` runs it. This is how PyTorch users compile training: the model
   is compiled, the backward follows. ``dynamic=False`` specialises on shapes (one cell
   = one shape; no dynamic-shape recompile). Compilation happens on the first call and
-  costs seconds even for tiny graphs (chained_dot tiny on this 2-core machine: ~8 s
+  costs seconds even for tiny graphs (the first call of chained_dot tiny, 2026-11-22
+  on the 2-core development machine: ~8 s
   with an empty Inductor cache, 1-2 s warm; the cache lives in /tmp/torchinductor_$USER,
   TORCHINDUCTOR_CACHE_DIR moves it; seq2seq_attention tiny: ~48 s).
 

@@ -25,8 +25,9 @@ SIGKILL of the command itself cannot be handled: its workers die with it (the ke
 sends them SIGKILL when their parent dies: worker.py, end_with_parent), but its
 temporary directory stays (docs/faults.md).
 
-`harness run` uses this; later long commands (scale, bisect) call `handling()`, catch
-`Interrupted`, and start workers through runner.run_worker, which registers them.
+`harness run`, `check`, `scale` and `bisect` call `handling()`, catch `Interrupted`, and
+start their workers through runner.py (an executor's WorkerProcess, or run_worker),
+which registers them.
 """
 
 import contextlib

@@ -29,9 +29,10 @@ each in the same fresh worker process, records appended here as they arrive
 Schedule (harness/measure/schedule.py): `serial` (default) runs one pass at a time,
 cell after cell. `--schedule parallel` runs reference gradients and memory passes
 --jobs at a time (default: one per CPU); each time pass sets up beside them and
-measures alone. It is not the default: on the shared 2-core machine it was not faster
+measures alone. It is not the default: on the 2-core development machine (2026-11-23,
+tools/sweep_compare.py) it was not faster
 and its memory figures are not yet shown to match the serial ones within 1 %
-(docs/measurement.md, "How a sweep is scheduled"; tools/sweep_compare.py).
+(docs/measurement.md, "How a sweep is scheduled").
 
 Start (harness/measure/zygote.py): `fork` (default) forks each pass's worker from a
 process per framework that has imported it; `--start spawn` starts a fresh
