@@ -161,7 +161,7 @@ def sweep():
 # ---- a sweep that ends with this process ---------------------------------------------
 # asv's timeout sends SIGTERM to this process's group (the sweep is in it too) and
 # SIGKILL a second later. The sweep then kills its workers and removes its own
-# temporary directory (harness/measure/interrupts.py); this process waits for it,
+# temporary directory (harness/interrupts.py); this process waits for it,
 # removes the records' directory and dies of the same signal. If this process is
 # SIGKILLed first, the kernel sends the sweep SIGTERM (PR_SET_PDEATHSIG).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)

@@ -75,7 +75,7 @@ def describe_frameworks(probe=True):
 
 def run_probe(name):
     """{"devices": [...], "import_s": s} from a child process, or {"error": text}."""
-    from harness.measure.environment import worker_environment
+    from harness.sweep.environment import worker_environment
 
     try:
         env, _ = worker_environment(frameworks.get(name), "gradient")

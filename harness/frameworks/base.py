@@ -42,7 +42,7 @@ class Adapter:
     #: importable module that must exist, e.g. "torch"
     module = ""
     #: modules a zygote imports before it forks this framework's workers
-    #: (harness/measure/zygote.py): imports only, nothing that starts a thread or a
+    #: (harness/sweep/zygote.py): imports only, nothing that starts a thread or a
     #: device; None means (module,), () that workers are always spawned
     preload = None
     #: distribution names whose versions go into the result's provenance

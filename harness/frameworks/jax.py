@@ -56,7 +56,7 @@ NATIVE_POLICIES = {"native": None, "native:dots_saveable": "dots_with_no_batch_d
 class JaxAdapter(Adapter):
     name = "jax"
     module = "jax"
-    # Spawned, not forked from a zygote (harness/measure/zygote.py), until a controlled
+    # Spawned, not forked from a zygote (harness/sweep/zygote.py), until a controlled
     # comparison clears it: forked, seq2seq_attention small's step peak was 13.7-14.1
     # MiB in three runs against 12.8-12.9 MiB in two spawned ones (2026-11-23), though
     # spawned full sweeps gave 12.4-14.8 MiB too. The import a fork saves is 0.9 s.

@@ -71,7 +71,7 @@ class TensorflowAdapter(Adapter):
     saved_activations_from_rss = True
     # TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1 is not here on purpose: oneDNN's CPU allocator
     # is a caching BFC pool (blocks >= 4 KiB) that hides peaks from RSS (docs/design.md, Evidence),
-    # so the *memory* pass sets it (harness/measure/environment.py MEMORY_SETTINGS),
+    # so the *memory* pass sets it (harness/sweep/environment.py MEMORY_SETTINGS),
     # while the time pass runs TF's default, what users run. settings() records it.
     environment = {
         # GPU: grow the BFC pool on demand instead of taking almost all the memory.

@@ -1,7 +1,7 @@
 """One pass of one cell in a fresh process: ``python -m harness.measure.worker JOB RESULT``.
 
-JOB is a JSON file written by the parent (harness/measure/runner.py); RESULT is where
-this process writes its JSON answer (atomically). The parent starts the interpreter
+JOB is a JSON file written by the parent (harness/sweep/worker_process.py); RESULT is
+where this process writes its JSON answer (atomically). The parent starts the interpreter
 with the environment already set (malloc threshold, thread counts, the adapter's
 `environment`), because several of those are read only at start-up.
 
@@ -47,7 +47,7 @@ from harness.measure.marks import Marks
 
 def main(argv=None, parent_pid=None):
     """parent_pid: the process whose death kills this one (default the job's: the
-    sweep's; a worker forked by a zygote passes the zygote's, harness/measure/zygote.py)."""
+    sweep's; a worker forked by a zygote passes the zygote's, harness/sweep/zygote.py)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
         print("usage: python -m harness.measure.worker JOB.json RESULT.json", file=sys.stderr)
@@ -133,7 +133,7 @@ def _prepare(job, marks):
     info = {
         "load_s": load_s,  # import (unless forked), configuration and the runtime warm-up
         # spawn: a fresh interpreter imported the framework; fork: forked from a process
-        # that had imported it (harness/measure/zygote.py)
+        # that had imported it (harness/sweep/zygote.py)
         "worker_start": os.environ.get("GRADMEM_WORKER_START", "spawn"),
         "runtime_warmup": DESCRIPTION,
         "plan_s": plan_s,

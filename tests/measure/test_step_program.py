@@ -10,9 +10,9 @@ the step peak is what a step allocates, as in every other row."""
 import pytest
 
 from harness import frameworks, workloads
-from harness.measure import environment
+from harness.sweep import environment
 from harness.measure.phases import Step
-from harness.measure.runner import run_worker
+from harness.sweep.worker_process import run_worker
 
 ONE_PROGRAM = ("jax", "tensorflow", "pytensor", "mlx", "tinygrad")
 TWO_PROGRAMS = ("torch",)  # paddle's to_static too: its tests run in their own process

@@ -142,7 +142,7 @@ def test_compiled_framework_needs_a_build_hook(history, environment):
 @pytest.mark.slow  # acceptance: pip installs of autograd commits
 def test_sigterm_while_installing_removes_the_half_built_environment(history, environment, tmp_path):
     """Stopped while pip builds an environment: pip's group killed, the scratch directory
-    removed, nothing cached, exit 128 + SIGTERM (harness/measure/interrupts.py)."""
+    removed, nothing cached, exit 128 + SIGTERM (harness/interrupts.py)."""
     repo, commits = history
     env = dict(environment, GRADMEM_ENV_DIR=str(tmp_path / "envs"))
     command = [sys.executable, "-m", "harness", "bisect", "--workload", "rnn_fanout", "--framework", "autograd",
