@@ -2,7 +2,7 @@
 
 asv runs `sweep()` once per (environment, commit) as `setup_cache`: it starts
 `python -m harness run` in a subprocess (every cell then runs in its own fresh worker
-process, see DESIGN.md) and hands the records to every `track_*`, which only looks
+process, see docs/design.md) and hands the records to every `track_*`, which only looks
 its figure up. asv's own `peakmem_` would count the framework imports and the asv
 parent's peak, so no benchmark here measures anything in the asv process.
 
@@ -193,7 +193,7 @@ def sweep():
 # ---- a sweep that ends with this process ---------------------------------------------
 # asv's timeout sends SIGTERM to this process's group (the sweep is in it too) and
 # SIGKILL a second later. The sweep then kills its workers and removes its own
-# temporary directory (harness/measure/interrupts.py); this process waits for it,
+# temporary directory (harness/interrupts.py); this process waits for it,
 # removes the records' directory and dies of the same signal. If this process is
 # SIGKILLed first, the kernel sends the sweep SIGTERM (PR_SET_PDEATHSIG).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)

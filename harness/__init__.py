@@ -1,7 +1,8 @@
 """gradmem: peak memory and time of autodiff, the same workloads in every framework.
 
-Layout (see DESIGN.md): `ops` is the op contract, `workloads/` the models written once
+Layout (docs/design.md): `ops` is the op contract, `workloads/` the models written once
 against it, `frameworks/` one adapter per framework, `engine/` our reference autodiff,
-`measure/` one cell in a fresh process, `results` the record, `report/` the site.
+`sweep/` plans cells and starts one fresh worker process per pass, `measure/` what runs
+inside a worker, `results` the record, `report/` the site.
 """
 __version__ = "0.1.0"

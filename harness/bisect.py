@@ -37,8 +37,9 @@ import time
 from harness import choices, frameworks, workloads
 from harness.console import say
 from harness.frameworks.base import Unavailable
-from harness.measure import environment, interrupts
-from harness.measure.runner import run_worker
+from harness import interrupts
+from harness.sweep import environment
+from harness.sweep.worker_process import run_worker
 from harness.versions import bisection, commits, envs, index, spec
 
 PHASE_METRICS = ("forward", "backward", "step", "total")

@@ -32,7 +32,7 @@ import numpy as np
 
 from harness import frameworks, gradcheck, workloads
 from harness.choices import DEVICES, DTYPES, MODES, SIZES, ChoiceError, check_choice, parse_choices
-from harness.measure import interrupts
+from harness import interrupts
 from harness.measure.gradients import relative_error
 
 TOLERANCE = {"float64": 1e-6, "float32": 1e-3}
@@ -92,7 +92,7 @@ def main(args):
     check = functools.partial(run_check, names, fw_names, size, dtypes, modes, device, args.seed, args.timeout,
                               jobs=args.jobs)
     # A signal (SIGTERM, SIGHUP, Ctrl-C) kills every worker and exits 128 + its number,
-    # as `harness run` does (harness/measure/interrupts.py); the temporary directory goes.
+    # as `harness run` does (harness/interrupts.py); the temporary directory goes.
     with interrupts.handling():
         try:
             if args.keep:

@@ -13,7 +13,7 @@ from harness.choices import ChoiceError
 COMMANDS = {
     "list": ("harness.listing", "workloads with sizes, frameworks with versions, devices"),
     "check": ("harness.check", "every framework's gradient against the reference engine"),
-    "run": ("harness.measure.sweep", "measure peak memory and time, one cell per process"),
+    "run": ("harness.sweep.command", "measure peak memory and time, one cell per process"),
     "scale": ("harness.scale.command", "how memory grows with the batch, and the largest batch that fits"),
     "report": ("harness.report.build", "write the comparison page from result files"),
     "bisect": ("harness.bisect", "the first release or commit of a framework that moved a figure"),

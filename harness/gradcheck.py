@@ -2,12 +2,12 @@
 
 ``run_framework()`` computes each cell (workload, size, dtype, mode) as one pass of the
 measurement worker (job kind ``gradient``: harness/measure/gradients.py), through the
-machinery `harness run` uses for its passes: LocalExecutor (harness/measure/executor.py)
+machinery `harness run` uses for its passes: LocalExecutor (harness/sweep/executor.py)
 starts the worker (forked from the framework's zygote, or spawned), enforces the
 per-cell timeout, kills its process group, registers it with interrupts.py (a SIGTERM,
 SIGHUP or Ctrl-C to `check` kills every worker), and its result is written atomically
 by the worker (results.write_json_atomic). The worker's environment is
-measure/environment.py's, pass kind ``gradient``. The parent never imports a framework.
+sweep/environment.py's, pass kind ``gradient``. The parent never imports a framework.
 
 Why a process per cell: frameworks must not share a process (each configures threads,
 allocators and global flags at import), and a cell that crashes or hangs must be a row
@@ -41,8 +41,8 @@ def run_framework(framework, cells, out_dir, device="cpu", timeout_s=600.0, star
     `framework`'s workers, one after another; {id: CellResult}. `timeout_s` bounds
     each cell; `start`: "fork" (from a zygote) or "spawn" (a fresh interpreter)."""
     from harness import frameworks
-    from harness.measure.environment import worker_environment
-    from harness.measure.executor import LocalExecutor, Task
+    from harness.sweep.environment import worker_environment
+    from harness.sweep.executor import LocalExecutor, Task
 
     env, _ = worker_environment(frameworks.get(framework), "gradient")
     workdir = os.path.join(out_dir, f"workers-{framework}")

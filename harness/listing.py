@@ -8,7 +8,6 @@ that and prints what metadata alone says.
 """
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -76,7 +75,7 @@ def describe_frameworks(probe=True):
 
 def run_probe(name):
     """{"devices": [...], "import_s": s} from a child process, or {"error": text}."""
-    from harness.measure.environment import worker_environment
+    from harness.sweep.environment import worker_environment
 
     try:
         env, _ = worker_environment(frameworks.get(name), "gradient")

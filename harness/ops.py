@@ -28,7 +28,8 @@ check that a namespace implements the whole contract.
 """
 
 # name -> (signature, semantics). The single source of truth for the op set: the
-# adapter tests iterate over it, and the docs table is generated from it.
+# adapter tests iterate over it, and docs/ops.md's table is generated from it
+# (contract_table(); tests/test_contract.py fails when the page is out of date).
 OPS = {
     # elementwise, broadcasting
     "add": ("add(x, y)", "x + y"),

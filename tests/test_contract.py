@@ -1,6 +1,7 @@
 """The op contract, the registries and the errors that name valid choices."""
 
 import math
+import pathlib
 
 import pytest
 
@@ -13,6 +14,14 @@ def test_every_op_has_a_signature_starting_with_its_name():
     for name, (signature, meaning) in ops.OPS.items():
         assert signature.startswith(name + "("), name
         assert meaning
+
+
+def test_the_docs_op_table_is_the_one_generated_from_ops():
+    # docs/ops.md says the table is ops.contract_table(): an op added or reworded in
+    # OPS and not regenerated into the page fails here
+    page = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "ops.md").read_text()
+    assert ops.contract_table() in page
+    assert page.count("\n| `") == len(ops.OPS)
 
 
 def test_missing_ops_names_what_a_namespace_lacks():

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from harness import frameworks, listing, workloads
 from harness.choices import SIZES
 from harness.frameworks.base import Adapter
@@ -75,6 +77,7 @@ def test_a_failing_probe_makes_the_framework_unavailable_with_its_error(monkeypa
     assert rows["autograd"]["reason"] == "import failed: ImportError: libfoo.so"
 
 
+@pytest.mark.slow  # acceptance: imports and probes every framework
 def test_the_full_listing_runs():
     # every framework probed in its own child process, a few at a time
     done = run_list()

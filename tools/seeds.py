@@ -66,8 +66,8 @@ def walk_steps(repo, workload, size, good, bad, metric="backward"):
 def breakdown(repo, commit, workload, size, dtype="float32"):
     """The memory pass of `commit` (its own environment): step peaks and breakdown."""
     from harness import frameworks
-    from harness.measure import environment
-    from harness.measure.runner import run_worker
+    from harness.sweep import environment
+    from harness.sweep.worker_process import run_worker
     from harness.versions import commits, envs
 
     adapter = frameworks.get("autograd")

@@ -5,7 +5,7 @@
     loss, grads = value_and_grad(f, argnums=(0,), order="heap", ledger=ledger)(x, z)
     ledger.peak_bytes, ledger.timeline
 
-It does what the issue threads found the big frameworks getting wrong (notes/engine.md):
+It does what the issue threads found the big frameworks getting wrong (docs/design.md, "The reference engine"):
 VJPs save only what they need and only for inputs that need a gradient; saved arrays
 and cotangents go as soon as they have been used; an elementwise VJP writes over the
 cotangent it consumes and a shared weight's later contributions are added into its

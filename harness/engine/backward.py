@@ -1,13 +1,14 @@
 """The reverse pass: schedule, prune, run each VJP once, accumulate in place.
 
-What it guarantees, each with the thread or commit it comes from (notes/engine.md):
+What it guarantees, each with the thread or commit it comes from (docs/design.md, "The
+reference engine"):
 
-- only nodes between the loss and a wanted leaf run a VJP (2.7 pruning); inside a
-  node, only parents that need a gradient get one;
-- a node's VJP closures, and so its saved arrays, are dropped as soon as it has run
-  (2.2), and its incoming cotangent as soon as it has been passed on (2.3);
+- only nodes between the loss and a wanted leaf run a VJP (pruning, as candle does);
+  inside a node, only parents that need a gradient get one;
+- a node's VJP closures, and so its saved arrays, are dropped as soon as it has run,
+  and its incoming cotangent as soon as it has been passed on;
 - contributions to one variable are summed as they arrive, into one buffer the pass
-  owns (2.5, HIPS autograd #219, bb8c0bc). A cotangent is *owned* when nothing else
+  owns (HIPS autograd #219, bb8c0bc). A cotangent is *owned* when nothing else
   can see its buffer: a fresh VJP output, or the incoming cotangent passed on to one
   parent only. Borrowed ones (add passes g to both operands; sum returns a read-only
   broadcast view) are copied once, on the second arrival, and owned from then on;

@@ -3,7 +3,7 @@
 A VJP maker has the signature ``(out, *args, **params) -> (g -> cotangent)``. It runs
 at forward time, and only for arguments that need a gradient. Whatever the inner
 closure mentions is saved until the node's VJP has run, so each rule mentions only what
-it needs, following the table in notes/engine.md 2.1:
+it needs (docs/engine.md, "Saved"):
 
   shapes only   add sub neg sum mean reshape permute_dims getitem concat stack
                 upsample2d cumsum
@@ -16,7 +16,7 @@ it needs, following the table in notes/engine.md 2.1:
 max_pool2d saves its input and its output (the next layer's saved input anyway), not
 indices: its VJP finds each window's first maximum again.
 
-A VJP allocates at most one array per cotangent (notes/engine.md 2.10): intermediate
+A VJP allocates at most one array per cotangent (docs/engine.md, "Transients"): intermediate
 steps are done in place in that array, and two kinds of VJP can do without even that:
 
   reuses_g    neg mul div exp log sqrt relu (elementwise in g): handed the incoming

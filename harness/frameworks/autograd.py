@@ -44,10 +44,9 @@ import math
 import os
 import types
 
-from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, Unavailable
+from harness.frameworks.base import Adapter, Unavailable, im2col_conv2d
 
 
 class AutogradAdapter(Adapter):
@@ -68,7 +67,7 @@ class AutogradAdapter(Adapter):
     saved_activations_from_rss = True
 
     def load(self, device="cpu", mode="eager", remat="none"):
-        check_choice("autograd device", device, ("cpu", "cuda"))
+        self.check_device(device)
         self.check_mode(mode)
         strategy, _ = self.check_remat(remat)
         if device != "cpu":
@@ -87,9 +86,6 @@ class AutogradAdapter(Adapter):
             self.ops.checkpoint, self.ops.chain = checkpoint, remat_lib.chain_of(checkpoint)
         return self
 
-    def settings(self):
-        return dict(getattr(self, "_settings", {}))
-
     def commit_requirements(self, repo, commit):
         """(name, pins) of the environment a commit of autograd's repository needs, or
         None for today's pins: a 2017 commit (no autograd/extend.py) gets ERA_2017_PINS."""
@@ -99,20 +95,10 @@ class AutogradAdapter(Adapter):
                               capture_output=True)
         return None if done.returncode == 0 else ("2017", ERA_2017_PINS)
 
-    def devices(self):
-        return ["cpu"]
-
     def from_numpy(self, tree, device="cpu"):
         if device != "cpu":
             raise Unavailable("HIPS autograd has no CUDA support")
         return dict(tree)
-
-    def to_numpy(self, tree):
-        import numpy as np
-
-        if isinstance(tree, dict):
-            return {k: np.asarray(v) for k, v in tree.items()}
-        return np.asarray(tree)
 
     def value_and_grad(self, loss_fn, mode="eager"):
         self.check_mode(mode)
@@ -201,26 +187,11 @@ def _make_ops():
 
     def conv2d(x, w, stride=1, padding=0):
         # autograd has no conv2d (autograd.scipy.signal.convolve loops in Python over
-        # channel pairs: far too slow for U-Net). im2col from autograd primitives: the
-        # kh*kw strided slices of the padded input, stacked into (N, C, kh*kw, Ho, Wo),
-        # contracted with the weights in one BLAS tensordot. The stack is what w's
-        # gradient needs, kh*kw times the input, as in any im2col convolution.
+        # channel pairs: far too slow for U-Net): im2col from autograd primitives.
         if padding:
             p = padding
             x = anp.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), mode="constant")
-        _, c, h, wd = anp.shape(x)
-        o, _, kh, kw = anp.shape(w)
-        ho, wo = (h - kh) // stride + 1, (wd - kw) // stride + 1
-        cols = anp.stack(
-            [
-                x[:, :, i : i + stride * (ho - 1) + 1 : stride, j : j + stride * (wo - 1) + 1 : stride]
-                for i in range(kh)
-                for j in range(kw)
-            ],
-            axis=2,
-        )
-        out = anp.tensordot(cols, anp.reshape(w, (o, c, kh * kw)), axes=([1, 2], [1, 2]))
-        return anp.transpose(out, (0, 3, 1, 2))  # (N, Ho, Wo, O) -> NCHW
+        return im2col_conv2d(anp, x, w, stride, anp.shape)
 
     def max_pool2d(x, size=2):
         n, c, h, w = anp.shape(x)

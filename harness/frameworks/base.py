@@ -21,7 +21,7 @@ import contextlib
 import importlib.metadata
 import importlib.util
 
-from harness.choices import check_choice
+from harness.choices import DEVICES, MODES, ChoiceError, check_choice
 from harness.frameworks import remat as remat_lib
 
 
@@ -46,7 +46,7 @@ class Adapter:
     #: importable module that must exist, e.g. "torch"
     module = ""
     #: modules a zygote imports before it forks this framework's workers
-    #: (harness/measure/zygote.py): imports only, nothing that starts a thread or a
+    #: (harness/sweep/zygote.py): imports only, nothing that starts a thread or a
     #: device; None means (module,), () that workers are always spawned
     preload = None
     #: distribution names whose versions go into the result's provenance
@@ -101,7 +101,15 @@ class Adapter:
                 pass
         return found
 
+    def check_device(self, device):
+        """`device` if it is one of DEVICES (whether it can run here is load()'s
+        business: Unavailable), else a ChoiceError naming them."""
+        return check_choice(f"{self.name} device", device, DEVICES)
+
     def check_mode(self, mode):
+        """`mode` if this adapter has it, else a ChoiceError naming its modes."""
+        if mode in MODES and mode not in self.modes:  # a mode of others, not of this one
+            raise ChoiceError(f"{self.name} has no {mode!r} mode; valid {self.name} modes: {', '.join(self.modes)}")
         return check_choice(f"{self.name} mode", mode, self.modes)
 
     def check_dtype(self, dtype):
@@ -140,16 +148,36 @@ class Adapter:
         raise NotImplementedError
 
     def devices(self):
-        """Devices this framework can use here: ["cpu"] plus "cuda" with a GPU."""
-        raise NotImplementedError
+        """Devices this framework can use here: ["cpu"], plus "cuda" where the NVIDIA
+        driver exposes a GPU (looked for first, without importing anything) and
+        `cuda_device()` finds it usable."""
+        found = ["cpu"]
+        if nvidia_device_nodes():
+            try:
+                self.cuda_device()
+                found.append("cuda")
+            except Unavailable:
+                pass
+        return found
+
+    def cuda_device(self):
+        """The framework's CUDA device (importing the framework), or Unavailable saying
+        why it cannot use one here: the one check `load(device="cuda")` and `devices()`
+        share. Default: the adapter has no CUDA support."""
+        raise Unavailable(f"the {self.name} adapter has no CUDA support")
 
     def from_numpy(self, tree, device="cpu"):
         """A dict of NumPy arrays -> the same dict of framework arrays on `device`."""
         raise NotImplementedError
 
     def to_numpy(self, tree):
-        """Framework arrays (an array or a dict) -> NumPy, synchronising the device."""
-        raise NotImplementedError
+        """Framework arrays (an array or a dict) -> NumPy, synchronising the device.
+        Default: arrays NumPy converts itself (the NumPy-based engines)."""
+        import numpy as np
+
+        if isinstance(tree, dict):
+            return {k: np.asarray(v) for k, v in tree.items()}
+        return np.asarray(tree)
 
     def value_and_grad(self, loss_fn, mode="eager"):
         """`step(params, inputs) -> (loss, grads)` for loss_fn(ops, params, inputs).
@@ -162,8 +190,9 @@ class Adapter:
 
     def settings(self):
         """{name: value} of what load() configured (thread counts, flags), for the
-        result's provenance. Empty by default."""
-        return {}
+        result's provenance: a copy of the `_settings` dict an adapter's load() fills
+        (empty before load() and where it sets nothing)."""
+        return dict(getattr(self, "_settings", None) or {})
 
     def split_vjp(self, loss_fn, mode="eager"):
         """(forward, backward) so the two phases can be measured apart, or None.
@@ -369,6 +398,28 @@ def leaves(tree):
             yield from leaves(value)
     elif tree is not None:
         yield tree
+
+
+def im2col_conv2d(xp, x, w, stride, shape):
+    """conv2d (x NCHW, already padded; w OIHW) from array primitives, for engines
+    without a fast convolution of their own (HIPS autograd, PyTensor): the kh*kw strided
+    slices of the input, stacked into (N, C, kh*kw, Ho, Wo), contracted with the weights
+    in one BLAS tensordot. The stack is what w's gradient needs, kh*kw times the input,
+    as in any im2col convolution. `xp`: the engine's stack, tensordot, reshape and
+    transpose; `shape(array)`: its static shape."""
+    _, c, h, wd = shape(x)
+    o, _, kh, kw = shape(w)
+    ho, wo = (h - kh) // stride + 1, (wd - kw) // stride + 1
+    cols = xp.stack(
+        [
+            x[:, :, i : i + stride * (ho - 1) + 1 : stride, j : j + stride * (wo - 1) + 1 : stride]
+            for i in range(kh)
+            for j in range(kw)
+        ],
+        axis=2,
+    )
+    out = xp.tensordot(cols, xp.reshape(w, (o, c, kh * kw)), axes=([1, 2], [1, 2]))
+    return xp.transpose(out, (0, 3, 1, 2))  # (N, Ho, Wo, O) -> NCHW
 
 
 class _FunctionalSGD:

@@ -18,7 +18,7 @@ Modes:
   (JAX compiles each primitive once per shape on first use: warm up before timing).
 - ``"compiled"``: ``jax.jit(jax.value_and_grad(loss))``: XLA plans the buffers of the
   whole forward + backward. The workloads' Python loops are unrolled into the trace,
-  so compile time grows with loop length (notes/memory.md: 207 s at L=2000).
+  so compile time grows with loop length (207 s at L=2000: docs/design.md, Evidence).
 
 ``split_vjp``: eager = ``jax.vjp`` (forward, keeping the residuals in the returned VJP
 function) and that function applied to a cotangent of one. Compiled: None, so a
@@ -45,7 +45,6 @@ import os
 import re
 import sys
 
-from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
 from harness.frameworks.base import Adapter, NoPrediction, Unavailable
@@ -58,7 +57,7 @@ NATIVE_POLICIES = {"native": None, "native:dots_saveable": "dots_with_no_batch_d
 class JaxAdapter(Adapter):
     name = "jax"
     module = "jax"
-    # Spawned, not forked from a zygote (harness/measure/zygote.py), until a controlled
+    # Spawned, not forked from a zygote (harness/sweep/zygote.py), until a controlled
     # comparison clears it: forked, seq2seq_attention small's step peak was 13.7-14.1
     # MiB in three runs against 12.8-12.9 MiB in two spawned ones (2026-11-23), though
     # spawned full sweeps gave 12.4-14.8 MiB too. The import a fork saves is 0.9 s.
@@ -70,16 +69,15 @@ class JaxAdapter(Adapter):
     remats = ("none", *NATIVE_POLICIES)
     # GPU: no 75 % preallocation, so the device holds what JAX uses (NVML figures mean
     # something); BFC stats are unaffected. XLA_PYTHON_CLIENT_ALLOCATOR=platform is
-    # not set: it is silently BFC and does not free in jaxlib 0.10.2 (memory.md, 7).
+    # not set: it is silently BFC and does not free in jaxlib 0.10.2 (docs/design.md, Evidence).
     environment = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
     def __init__(self):
         self._device = None
-        self._settings = {}
 
     # ---- in the worker -------------------------------------------------------------
     def load(self, device="cpu", mode="eager", remat="none"):
-        check_choice("jax device", device, ("cpu", "cuda"))
+        self.check_device(device)
         self.check_mode(mode)
         strategy, variant = self.check_remat(remat)
         for key, value in self.environment.items():
@@ -89,7 +87,7 @@ class JaxAdapter(Adapter):
 
         jax.config.update("jax_enable_x64", True)
         if device == "cuda":
-            jax_device = _cuda_device_or_raise(jax)
+            jax_device = self.cuda_device()
         else:
             jax_device = jax.devices("cpu")[0]
         # Arrays made without an explicit device (constants inside ops) go here too.
@@ -113,20 +111,10 @@ class JaxAdapter(Adapter):
             settings["remat"] += f" (jax.checkpoint, policy {policy_name or 'nothing_saveable'})"
         return self
 
-    def settings(self):
-        return dict(self._settings)
+    def cuda_device(self):
+        import jax
 
-    def devices(self):
-        found = ["cpu"]
-        if _nvidia_device_nodes():  # cheap: no GPU node, no jax import
-            import jax
-
-            try:
-                _cuda_device_or_raise(jax)
-                found.append("cuda")
-            except Unavailable:
-                pass
-        return found
+        return _cuda_device_or_raise(jax)
 
     def from_numpy(self, tree, device="cpu"):
         import jax
@@ -324,13 +312,6 @@ def _cuda_device_or_raise(jax):
                 "jaxlib here has no CUDA backend (pip install 'jax[cuda12]' on a machine with a GPU)"
             ) from err
         raise Unavailable(f"JAX found no usable CUDA GPU: {err}") from err
-
-
-def _nvidia_device_nodes():
-    """True when the NVIDIA driver exposes a GPU (checked without importing jax)."""
-    import glob
-
-    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
 
 
 # ---- threads ----------------------------------------------------------------------------

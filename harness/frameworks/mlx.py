@@ -23,7 +23,7 @@ float32 sums: MLX's CPU reductions add naively in float32 (ml-explore/mlx#488; t
 of 1M values near 0.728 is 0.6 % off). The adapter still calls ``mx.sum``/``mx.mean``,
 what MLX users run, and the gradient check's float32 tolerance (1e-3) is not widened
 for it: the loss and gradient errors it causes are measured and shown like any other
-(tests/frameworks/test_three_rows.py keeps the 1M-value case, so a fix upstream shows).
+(tests/frameworks/test_mlx_tinygrad_paddle.py keeps the 1M-value case, so a fix upstream shows).
 
 Modes:
 
@@ -54,7 +54,7 @@ either); params, inputs and gradients are counted by ``mx.array.nbytes`` (the ba
 class's ``buffer_bytes``).
 
 Time: the Linux CPU wheel (``mlx[cpu]``) computes matmuls with a bundled *reference*
-BLAS, ~13x slower than OpenBLAS on a 1024^3 product (notes/new-frameworks.md), and its
+BLAS, ~13x slower than OpenBLAS on a 1024^3 product (docs/design.md, Evidence), and its
 CPU ops run on one thread: MLX times here say little about MLX as Apple ships it
 (Accelerate, Metal). MLX has no thread-count API; ``settings()`` says so.
 
@@ -65,13 +65,11 @@ Optimizer: the base class's functional SGD/Adam on the op set (``mlx.optimizers.
 defaults to no bias correction, a different update from the other rows').
 """
 
-import importlib.util
 import types
 
-from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, Unavailable, nvidia_device_nodes
+from harness.frameworks.base import Adapter, Unavailable
 
 #: the distributions that give the ``mlx`` front end a backend on Linux
 BACKENDS = ("mlx-cpu", "mlx-cuda12", "mlx-cuda13", "mlx-metal")
@@ -92,7 +90,6 @@ class MlxAdapter(Adapter):
     environment = {}
 
     def __init__(self):
-        self._settings = {}
         self.device = "cpu"
 
     def available(self):
@@ -108,7 +105,7 @@ class MlxAdapter(Adapter):
 
     # ---- in the worker -------------------------------------------------------------
     def load(self, device="cpu", mode="eager", remat="none"):
-        check_choice("mlx device", device, ("cpu", "cuda"))
+        self.check_device(device)
         self.check_mode(mode)
         strategy, _ = self.check_remat(remat)
         import mlx.core as mx
@@ -136,17 +133,14 @@ class MlxAdapter(Adapter):
             self.ops.checkpoint, self.ops.chain = checkpoint, remat_lib.chain_of(checkpoint)
         return self
 
-    def settings(self):
-        return dict(self._settings)
+    def cuda_device(self):
+        ok, reason = self.available()
+        if not ok:
+            raise Unavailable(reason)
+        import mlx.core as mx
 
-    def devices(self):
-        found = ["cpu"]
-        if nvidia_device_nodes() and importlib.util.find_spec("mlx") is not None:
-            import mlx.core as mx
-
-            if _cuda_available(mx):
-                found.append("cuda")
-        return found
+        _check_cuda(mx)
+        return mx.gpu
 
     def from_numpy(self, tree, device="cpu"):
         import mlx.core as mx
@@ -248,12 +242,16 @@ def _cuda_available(mx):
     return bool(cuda is not None and cuda.is_available())
 
 
-def _use_cuda_or_raise(mx):
+def _check_cuda(mx):
     if not _cuda_available(mx):
         raise Unavailable(
             "MLX here has no CUDA backend or sees no GPU (pip install 'mlx[cuda12]' on a machine with one; "
             "mx.cuda.is_available() is False)"
         )
+
+
+def _use_cuda_or_raise(mx):
+    _check_cuda(mx)
     mx.set_default_device(mx.gpu)
 
 

@@ -55,10 +55,9 @@ step differentiates).
 import os
 import types
 
-from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, Unavailable, nvidia_device_nodes
+from harness.frameworks.base import Adapter, Unavailable
 
 COMPILED_REMAT = (
     "paddle.jit.to_static does not translate fleet recompute inside the chain's segment functions "
@@ -89,11 +88,10 @@ class PaddleAdapter(Adapter):
         self.device = "cpu"
         self.mode = "eager"
         self.remat = "none"
-        self._settings = {}
 
     # ---- in the worker -------------------------------------------------------------
     def load(self, device="cpu", mode="eager", remat="none"):
-        check_choice("paddle device", device, ("cpu", "cuda"))
+        self.check_device(device)
         self.check_mode(mode)
         remat = remat_lib.format_remat(*self.check_remat(remat))
         if mode == "compiled" and remat != "none":
@@ -103,7 +101,7 @@ class PaddleAdapter(Adapter):
         import paddle
 
         if device == "cuda":
-            paddle.set_device(_cuda_place_or_raise(paddle))
+            paddle.set_device(self.cuda_device())
         else:
             paddle.set_device("cpu")
         self.device, self.mode, self.remat = device, mode, remat
@@ -122,20 +120,10 @@ class PaddleAdapter(Adapter):
             self.ops.checkpoint, self.ops.chain = checkpoint, remat_lib.chain_of(checkpoint)
         return self
 
-    def settings(self):
-        return dict(self._settings)
+    def cuda_device(self):
+        import paddle
 
-    def devices(self):
-        found = ["cpu"]
-        if nvidia_device_nodes():  # cheap: no GPU node, no paddle import
-            import paddle
-
-            try:
-                _cuda_place_or_raise(paddle)
-                found.append("cuda")
-            except Unavailable:
-                pass
-        return found
+        return _cuda_place_or_raise(paddle)
 
     def from_numpy(self, tree, device="cpu"):
         import paddle
@@ -258,7 +246,7 @@ class PaddleAdapter(Adapter):
             found[key] = max(found.get(key, 0), int(tensor.numel()) * tensor.element_size())
         return found
 
-    # ---- CUDA: everything device-specific for Paddle is below (not run here) ---------
+    # ---- CUDA: everything device-specific for Paddle is below (not run on a GPU yet) -
     def device_memory_probe(self, device):
         if device != "cuda":
             return None

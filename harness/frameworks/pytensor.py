@@ -28,7 +28,7 @@ Compiled C code is cached on disk (``base_compiledir``). The worker sets
 ``PYTENSOR_FLAGS=base_compiledir=~/.cache/gradmem/pytensor`` (``environment``) so
 every run shares one cache outside the repository; ``load()`` sets the same when
 PyTensor is not imported yet. On an empty cache each new op signature costs a C
-compile of ~1-4 s on this (shared) 2-core machine: "compiled" chained_dot tiny took
+compile of ~1-4 s (measured 2026-11-22 on the shared 2-core development machine): "compiled" chained_dot tiny took
 9-10 s to compile on an empty cache and ~0.4 s cached; "eager" ~0.8 s and ~0.2 s.
 
 float32: Python float constants in a graph take ``floatX``'s dtype, and with the
@@ -71,7 +71,7 @@ import types
 
 from harness.choices import OPTIMIZERS, check_choice
 from harness.frameworks import remat as remat_lib
-from harness.frameworks.base import Adapter, Unavailable
+from harness.frameworks.base import Adapter, Unavailable, im2col_conv2d
 
 LINKERS = ("cvm", "numba")
 
@@ -98,7 +98,7 @@ class PytensorAdapter(Adapter):
         self.last_function = None  # the last compiled joint function, for inspection
 
     def load(self, device="cpu", mode="eager", remat="none"):
-        check_choice("pytensor device", device, ("cpu", "cuda"))
+        self.check_device(device)
         self.check_mode(mode)
         self.check_remat(remat)  # "none" only (no checkpoint API)
         if device != "cpu":
@@ -129,23 +129,10 @@ class PytensorAdapter(Adapter):
         self.mode = mode
         return self
 
-    def settings(self):
-        return dict(getattr(self, "_settings", {}))
-
-    def devices(self):
-        return ["cpu"]
-
     def from_numpy(self, tree, device="cpu"):
         if device != "cpu":
             raise Unavailable("PyTensor has no CUDA backend of its own")
         return dict(tree)
-
-    def to_numpy(self, tree):
-        import numpy as np
-
-        if isinstance(tree, dict):
-            return {k: np.asarray(v) for k, v in tree.items()}
-        return np.asarray(tree)
 
     # ---- gradients ----------------------------------------------------------------
     def value_and_grad(self, loss_fn, mode="eager"):
@@ -463,24 +450,11 @@ def _make_ops():
 
     def conv2d(x, w, stride=1, padding=0):
         # PyTensor 3 has no neural-network conv (tensor.nnet was removed;
-        # signal.convolve2d is one scipy call per channel pair). im2col from its
-        # primitives: the kh*kw strided slices of the zero-padded input, stacked into
-        # (N, C, kh*kw, Ho, Wo), contracted with the weights in one tensordot (BLAS).
+        # signal.convolve2d is one scipy call per channel pair): im2col from its
+        # primitives, on the zero-padded input.
         if padding:
             x = pad(x, padding)
-        _, c, h, wd = _static_shape(x)
-        o, _, kh, kw = _static_shape(w)
-        ho, wo = (h - kh) // stride + 1, (wd - kw) // stride + 1
-        cols = pt.stack(
-            [
-                x[:, :, i : i + stride * (ho - 1) + 1 : stride, j : j + stride * (wo - 1) + 1 : stride]
-                for i in range(kh)
-                for j in range(kw)
-            ],
-            axis=2,
-        )
-        out = pt.tensordot(cols, pt.reshape(w, (o, c, kh * kw)), axes=([1, 2], [1, 2]))
-        return pt.transpose(out, (0, 3, 1, 2))  # (N, Ho, Wo, O) -> NCHW
+        return im2col_conv2d(pt, x, w, stride, _static_shape)
 
     def max_pool2d(x, size=2):
         n, c, h, w = _static_shape(x)

@@ -16,12 +16,12 @@ A thin adapter: the op set is ``harness.engine.ops`` itself, and gradients come 
 
 CUDA: the engine computes on CuPy arrays when given them (``from_numpy(tree,
 "cuda")`` is ``cupy.asarray``). Its device probe counts CuPy's memory pool through a
-``cupy.cuda.MemoryHook`` (CuPy has no peak counter: notes/memory.md section 7).
-Everything CUDA-specific is at the end of this module; it was not run here (no GPU,
-no CuPy), and cuda is unavailable, with the reason, where either is missing.
+``cupy.cuda.MemoryHook`` (CuPy has no peak counter: docs/design.md, Evidence).
+Everything CUDA-specific is at the end of this module; not run on a GPU as of
+2026-11-25 (the development machine has no GPU and no CuPy), and cuda is unavailable,
+with the reason, where either is missing.
 """
 
-import glob
 import importlib.util
 
 from harness.choices import check_choice
@@ -49,17 +49,14 @@ class ReferenceAdapter(Adapter):
         self.track_memory = track_memory
         self.last_ledger = None
         self.device = "cpu"
-        self._settings = {}
 
     # ---- in the worker -------------------------------------------------------------
     def load(self, device="cpu", mode="eager", remat="none"):
-        check_choice("reference device", device, ("cpu", "cuda"))
+        self.check_device(device)
         self.check_mode(mode)
         self.check_remat(remat)
         if device == "cuda":
-            reason = _cuda_unavailable_reason()
-            if reason:
-                raise Unavailable(reason)
+            self.cuda_device()
         from harness import engine
         from harness.frameworks.autograd import fix_numpy_blas_threads
 
@@ -92,14 +89,11 @@ class ReferenceAdapter(Adapter):
         self.plan = engine.remat.Plan("articulation", articulation)
         self._settings["reference.articulation"] = self.plan.articulation.summary()
 
-    def settings(self):
-        return dict(self._settings)
-
-    def devices(self):
-        found = ["cpu"]
-        if _nvidia_device_nodes() and not _cuda_unavailable_reason():
-            found.append("cuda")
-        return found
+    def cuda_device(self):
+        reason = _cuda_unavailable_reason()
+        if reason:
+            raise Unavailable(reason)
+        return "cuda"  # CuPy's current device
 
     def from_numpy(self, tree, device="cpu"):
         if device == "cuda":
@@ -327,8 +321,3 @@ def _cuda_unavailable_reason():
     except cupy.cuda.runtime.CUDARuntimeError as err:
         return f"CuPy finds no usable CUDA device ({err})"
     return "" if count > 0 else "CuPy finds no CUDA device"
-
-
-def _nvidia_device_nodes():
-    """True when the NVIDIA driver exposes a GPU (checked without importing CuPy)."""
-    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))

@@ -7,7 +7,7 @@ convert a Python number to the tensor's dtype on either side (``tf.math.add(2.0,
 with a float64 ``x`` fails: it converts 2.0 to float32 first).
 
 NCHW: on the CPU, TF 2.21's ``conv2d`` takes ``data_format="NCHW"`` only with oneDNN
-on (``TF_ENABLE_ONEDNN_OPTS=1``; its default is off on this machine's AMD CPU, where
+on (``TF_ENABLE_ONEDNN_OPTS=1``; its default is off on the development machine's AMD CPU, 2026-11-23, where
 Eigen's kernels run and NCHW raises "only supports NHWC"), and ``max_pool2d``'s
 gradient needs NHWC even with oneDNN. So both ops transpose NCHW -> NHWC (and the OIHW
 weights -> HWIO) in and back out: real TF ops whose buffers count in TF's memory, as
@@ -28,7 +28,7 @@ Modes:
 - ``"compiled"``: the same gradient step in a ``tf.function`` (graph mode, Grappler's
   rewrites, inter-op parallel execution). ``jit_compile`` is off: plain
   ``tf.function`` is what most TF code runs. ``TensorflowAdapter(jit_compile=True)``
-  selects XLA (its memory differs: notes/memory.md table 1, 158 vs 116 MB).
+  selects XLA (its memory differs: 158 vs 116 MB, docs/design.md, Evidence).
 
 ``split_vjp``: eager = the forward under a ``GradientTape`` (the tape keeps what the
 backward needs), backward = ``tape.gradient``. Compiled: None, the phases are measured
@@ -51,7 +51,6 @@ top-level tensor arguments only, so a segment's dicts are passed flattened
 import os
 import sys
 
-from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
 from harness.frameworks.base import Adapter, NoPrediction, Unavailable
@@ -71,8 +70,8 @@ class TensorflowAdapter(Adapter):
     # forward above the step's start, and says so in the record.
     saved_activations_from_rss = True
     # TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1 is not here on purpose: oneDNN's CPU allocator
-    # is a caching BFC pool (blocks >= 4 KiB) that hides peaks from RSS (memory.md 2d),
-    # so the *memory* pass sets it (harness/measure/environment.py MEMORY_SETTINGS),
+    # is a caching BFC pool (blocks >= 4 KiB) that hides peaks from RSS (docs/design.md, Evidence),
+    # so the *memory* pass sets it (harness/sweep/environment.py MEMORY_SETTINGS),
     # while the time pass runs TF's default, what users run. settings() records it.
     environment = {
         # GPU: grow the BFC pool on demand instead of taking almost all the memory.
@@ -86,11 +85,10 @@ class TensorflowAdapter(Adapter):
         if self.jit_compile:
             self.compiled_as = "tf.function(gradient step, jit_compile=True): XLA"
         self._device_name = "/CPU:0"
-        self._settings = {}
 
     # ---- in the worker -------------------------------------------------------------
     def load(self, device="cpu", mode="eager", remat="none"):
-        check_choice("tensorflow device", device, ("cpu", "cuda"))
+        self.check_device(device)
         self.check_mode(mode)
         strategy, _ = self.check_remat(remat)
         fresh = "tensorflow" not in sys.modules
@@ -101,7 +99,7 @@ class TensorflowAdapter(Adapter):
 
         settings = _fix_threads(tf)
         if device == "cuda":
-            self._device_name = _cuda_device_or_raise(tf)
+            self._device_name = self.cuda_device()
         else:
             _hide_gpus(tf)
             self._device_name = "/CPU:0"
@@ -117,20 +115,10 @@ class TensorflowAdapter(Adapter):
             self.ops.checkpoint, self.ops.chain = checkpoint, remat_lib.chain_of(checkpoint)
         return self
 
-    def settings(self):
-        return dict(self._settings)
+    def cuda_device(self):
+        import tensorflow as tf
 
-    def devices(self):
-        found = ["cpu"]
-        if _nvidia_device_nodes():  # cheap: no GPU node, no TF import
-            import tensorflow as tf
-
-            try:
-                _cuda_device_or_raise(tf)
-                found.append("cuda")
-            except Unavailable:
-                pass
-        return found
+        return _cuda_device_or_raise(tf)
 
     def from_numpy(self, tree, device="cpu"):
         import tensorflow as tf
@@ -285,7 +273,7 @@ class TensorflowAdapter(Adapter):
     # ---- CUDA: everything device-specific for TensorFlow is below --------------------
     def device_memory_probe(self, device):
         if device != "cuda":
-            return None  # get_memory_info('CPU:0') is unsupported (memory.md 2d)
+            return None  # get_memory_info('CPU:0') is unsupported (docs/design.md, Evidence)
         import tensorflow as tf
 
         return TensorflowGpuProbe(tf, self._device_name.lstrip("/"))
@@ -342,13 +330,6 @@ def _hide_gpus(tf):
             tf.config.set_visible_devices([], "GPU")
         except RuntimeError:
             pass  # already initialised: ops are still pinned with tf.device("/CPU:0")
-
-
-def _nvidia_device_nodes():
-    """True when the NVIDIA driver exposes a GPU (checked without importing TF)."""
-    import glob
-
-    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
 
 
 # ---- threads ----------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """One thread count for every framework, so time (and TensorFlow's memory) compare.
 
 On 2 cores the thread setting moved NumPy and TensorFlow times by 65 % and TF's
-graph-mode peak by a few MB (notes/memory.md, section 2e), so every framework runs with
+graph-mode peak by a few MB (docs/design.md, Evidence: "Threads"), so every framework runs with
 the same count: ``GRADMEM_THREADS`` (default 2). Each adapter applies it in ``load()``
 through its framework's own API and reports what it set in ``settings()``; the
 variables below are the same count for the libraries that only read the environment

@@ -78,10 +78,9 @@ import os
 import shutil
 import types
 
-from harness.choices import check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, Unavailable, nvidia_device_nodes
+from harness.frameworks.base import Adapter, Unavailable
 
 
 class TinygradAdapter(Adapter):
@@ -96,7 +95,6 @@ class TinygradAdapter(Adapter):
     environment = {}
 
     def __init__(self):
-        self._settings = {}
         self.device = "cpu"
         self._jits = []  # the TinyJits this adapter made (their buffers: step_held_bytes)
 
@@ -112,7 +110,7 @@ class TinygradAdapter(Adapter):
 
     # ---- in the worker -------------------------------------------------------------
     def load(self, device="cpu", mode="eager", remat="none"):
-        check_choice("tinygrad device", device, ("cpu", "cuda"))
+        self.check_device(device)
         self.check_mode(mode)
         self.check_remat(remat)
         ok, reason = self.available()
@@ -139,20 +137,13 @@ class TinygradAdapter(Adapter):
         self.ops = _make_ops()
         return self
 
-    def settings(self):
-        return dict(self._settings)
+    def cuda_device(self):
+        from tinygrad import Device
 
-    def devices(self):
-        found = ["cpu"]
-        if nvidia_device_nodes():
-            from tinygrad import Device
-
-            try:
-                Device["CUDA"]
-                found.append("cuda")
-            except Exception:  # noqa: BLE001 - any failure to open it means no CUDA here
-                pass
-        return found
+        try:
+            return Device["CUDA"]
+        except Exception as err:  # noqa: BLE001 - any failure to open it means no CUDA here
+            raise Unavailable(f"tinygrad cannot open its CUDA device: {type(err).__name__}: {err}") from err
 
     def from_numpy(self, tree, device="cpu"):
         from tinygrad import Tensor
@@ -268,7 +259,7 @@ class TinygradAdapter(Adapter):
                 found[id(tensor)] = tensor.nbytes()
         return found
 
-    # ---- CUDA (tinygrad's CUDA device; not run here) -------------------------------
+    # ---- CUDA (tinygrad's CUDA device; not run on a GPU yet) ------------------------
     def device_memory_probe(self, device):
         return None  # tinygrad has no peak counter (GlobalCounters.mem_used is current bytes only)
 

@@ -15,7 +15,8 @@ Modes:
   ``torch.autograd.grad`` runs it. This is how PyTorch users compile training: the model
   is compiled, the backward follows. ``dynamic=False`` specialises on shapes (one cell
   = one shape; no dynamic-shape recompile). Compilation happens on the first call and
-  costs seconds even for tiny graphs (chained_dot tiny on this 2-core machine: ~8 s
+  costs seconds even for tiny graphs (the first call of chained_dot tiny, 2026-11-22
+  on the 2-core development machine: ~8 s
   with an empty Inductor cache, 1-2 s warm; the cache lives in /tmp/torchinductor_$USER,
   TORCHINDUCTOR_CACHE_DIR moves it; seq2seq_attention tiny: ~48 s).
 
@@ -70,12 +71,11 @@ class TorchAdapter(Adapter):
 
     def __init__(self):
         self.device = "cpu"
-        self._settings = {}
         self.remat = "none"
 
     # ---- in the worker -------------------------------------------------------------
     def load(self, device="cpu", mode="eager", remat="none"):
-        check_choice("torch device", device, ("cpu", "cuda"))
+        self.check_device(device)
         self.check_mode(mode)
         remat = remat_lib.format_remat(*self.check_remat(remat))
         import torch
@@ -86,9 +86,7 @@ class TorchAdapter(Adapter):
         # unless MKL_DISABLE_FAST_MM=1, what torch users run by default.
         self._settings["MKL_DISABLE_FAST_MM"] = os.environ.get("MKL_DISABLE_FAST_MM", "unset (MKL keeps its buffers)")
         if device == "cuda":
-            reason = _cuda_unavailable_reason(torch)
-            if reason:
-                raise Unavailable(reason)
+            self.cuda_device()
             self._settings.update(_cuda_settings(torch))
         if mode == "compiled":
             import torch._inductor.config as inductor_config
@@ -115,17 +113,13 @@ class TorchAdapter(Adapter):
         }[remat]
         return self
 
-    def settings(self):
-        return dict(self._settings)
+    def cuda_device(self):
+        import torch
 
-    def devices(self):
-        found = ["cpu"]
-        if _nvidia_device_nodes():  # cheap: no GPU node, no torch import
-            import torch
-
-            if not _cuda_unavailable_reason(torch):
-                found.append("cuda")
-        return found
+        reason = _cuda_unavailable_reason(torch)
+        if reason:
+            raise Unavailable(reason)
+        return torch.device("cuda")
 
     def from_numpy(self, tree, device="cpu"):
         import numpy as np
@@ -402,13 +396,6 @@ def _cuda_settings(torch):
         "cudnn": torch.backends.cudnn.version(),
         "gpu": torch.cuda.get_device_name(torch.cuda.current_device()),
     }
-
-
-def _nvidia_device_nodes():
-    """True when the NVIDIA driver exposes a GPU (checked without importing torch)."""
-    import glob
-
-    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))
 
 
 def _own_code_object(fn):

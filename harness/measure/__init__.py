@@ -1,16 +1,20 @@
-"""Measurement: each cell's passes in fresh worker processes, probes, phases, timing.
+"""The worker's side: one pass of one cell inside a fresh process, and what it reads.
 
-- ``sweep``: the ``python -m harness run`` command (the matrix, progress, table);
-- ``cell``: one cell = reference gradient + memory pass + time pass -> one record;
-- ``schedule``: when each pass runs (parallel memory passes, time passes alone; or
-  the old serial order); ``executor``: runs passes (submit, outcomes, cancel_all);
-  ``ray_executor``/``node_pass``: the same passes as Ray tasks on a cluster's nodes;
-- ``runner``: starts a worker, waits, kills its group on timeout, classifies its end;
-- ``worker``: ``python -m harness.measure.worker JOB RESULT``, the fresh process;
+``python -m harness.measure.worker JOB RESULT`` is started by the sweep
+(harness/sweep/worker_process.py) and imports only this package, the adapters and the
+workloads; nothing here imports harness/sweep/.
+
+- ``worker``: the process's main: the memory, time, reference-gradient and gradient
+  (`harness check`) jobs, each turned into a JSON result written atomically;
 - ``phases``: one training step as phases, and the meters that watch them;
+- ``memory_meter``: step peak, retained and footprint per phase from the probes;
+- ``probes``: VmHWM/clear_refs, malloc_trim, tracemalloc; ``cuda``/``nvml``: device
+  memory from each framework's allocator and from NVML;
+- ``breakdown``: where a step's bytes go (saved activations, gradients, ...);
+- ``runtime_warmup``: the framework's runtime started before anything is measured;
 - ``timing``: the time pass's repeats, the machine probe, the noisy mark;
-- ``probes``: VmHWM/clear_refs, malloc_trim, tracemalloc; ``cuda``/``nvml``: devices;
-- ``timeline``: the worker's RSS sampled from the parent; ``marks``: phase marks;
-- ``environment``: the env a worker starts with; ``provenance``: commit, machine;
-- ``failures``: exceptions and deaths -> statuses; ``stats``; ``table``.
+  ``stats``: median, percentiles, spread;
+- ``gradients``: `harness check`'s pass and the one gradient error (relative_error);
+- ``marks``: phase marks the parent reads (timeline, post-mortems);
+- ``failures``: exceptions and deaths -> statuses (the parent uses it for deaths).
 """

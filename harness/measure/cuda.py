@@ -17,8 +17,9 @@ Reserved (pool) bytes are given the same way where the probe has them
 process figure beside them. A probe that cannot reset its peak (JAX:
 ``peak_since_reset`` is False) gives upper bounds, and the record says so.
 
-Not run here: this machine has no GPU. Without one, cuda cells are "unavailable"
-before any of this runs.
+Not run on a GPU as of 2026-11-25 (the development machine has none: docs/gpu.md lists
+what the first GPU run checks). Without one, cuda cells are "unavailable" before any
+of this runs.
 """
 
 from harness.measure.nvml import NvmlSampler

@@ -3,15 +3,15 @@
 NVML (``nvidia-ml-py``, module ``pynvml``) gives each process's ``usedGpuMemory``:
 the CUDA context plus everything the framework's allocator holds (pools included), not
 live tensors; it is the framework-neutral "device footprint" next to each allocator's
-own figures (notes/memory.md, section 7). It is polled, so spikes shorter than the
+own figures (docs/design.md, Evidence: "CUDA"). It is polled, so spikes shorter than the
 interval can be missed.
 
 In containers NVML reports host PIDs, so this process's PID may not appear; the
 sampler then falls back to the device's total used memory minus what was used when it
 started, and says so in `method`.
 
-Nothing here was run on a GPU (this machine has none): without the NVML library or a
-device, `start()` records why and every figure is None.
+Not run on a GPU as of 2026-11-25 (the development machine has none: docs/gpu.md lists
+what the first GPU run checks). Without the NVML library or a device, `start()` records why and every figure is None.
 """
 
 import os

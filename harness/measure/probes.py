@@ -1,7 +1,7 @@
 """CPU memory probes inside the worker: the kernel's high-water mark, and tracemalloc.
 
-The primary CPU figure is resident memory as the kernel counts it (notes/memory.md,
-Table 1: within 0.3 % of the allocator-exact figures once glibc is configured):
+The primary CPU figure is resident memory as the kernel counts it (docs/design.md,
+Evidence: within 0.3 % of the allocator-exact figures once glibc is configured):
 ``VmHWM`` (peak RSS) from /proc/self/status, reset to the current RSS by writing ``5``
 to /proc/self/clear_refs at each phase boundary. A step peak is ``VmHWM`` minus the
 resident bytes at the step's start (harness/measure/memory_meter.py).
@@ -35,7 +35,8 @@ def status_bytes():
 
 def malloc_trim():
     """Give glibc's free heap pages back to the OS (all arenas), so the baseline does not
-    hide a peak in memory the heap already holds (memory.md, Table 4). False when the
+    hide a peak in memory the heap already holds (docs/design.md, Evidence: "glibc's dynamic
+    mmap threshold"). False when the
     C library has no malloc_trim (not glibc)."""
     global _libc
     if _libc is None:

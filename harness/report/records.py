@@ -12,7 +12,7 @@ a grid cell.
 from collections import OrderedDict
 
 from harness import choices, frameworks, results, workloads
-from harness.measure.provenance import timed_on
+from harness.origin import timed_on
 
 CELL_KEYS = results.CELL_KEYS
 STATUSES = results.STATUSES

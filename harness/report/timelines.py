@@ -6,7 +6,6 @@ shared scale would flatten the smaller ones. Long timelines are thinned to at mo
 MAX_POINTS by keeping each stride's maximum, so no peak disappears from the plot.
 """
 
-from harness.report import records as rec
 from harness.report import svg
 from harness.report.fmt import esc, human_bytes, human_seconds
 

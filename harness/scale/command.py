@@ -35,10 +35,11 @@ import tempfile
 import time
 
 from harness import choices, frameworks, results, workloads
-from harness.measure import cells, interrupts, resume
-from harness.measure.cell import Options
+from harness import interrupts
+from harness.sweep import plan as cells, resume
+from harness.sweep.cell_runner import Options
 from harness.console import say
-from harness.measure.sweep import parse_bytes
+from harness.sweep.command import parse_bytes
 from harness.scale import batches as batch_specs
 from harness.scale import series as scale_series
 from harness.scale.fit import BudgetError, FitError, largest_batch, near_line

@@ -4,13 +4,13 @@
 ``(cell, record)`` as each finishes. Nothing else runs: no time pass (the records carry
 null times) and no reference gradient (`harness check` compares gradients; at a
 batch the size does not have, it would cost a float64 pass per workload and batch).
-The passes go through the sweep's executor interface (harness/measure/executor.py),
+The passes go through the sweep's executor interface (harness/sweep/executor.py),
 one at a time: an executor that runs several at once or on a cluster (issue 19)
 replaces `LocalExecutor` here and nothing else.
 """
 
-from harness.measure.cell import CellRunner, CellState
-from harness.measure.executor import LocalExecutor
+from harness.sweep.cell_runner import CellRunner, CellState
+from harness.sweep.executor import LocalExecutor
 
 
 class MemoryPasses:

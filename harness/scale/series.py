@@ -23,7 +23,7 @@ written by `harness scale --verify`) never enter a fit.
 from dataclasses import dataclass, field
 
 from harness import results, workloads
-from harness.measure import resume
+from harness.sweep import resume
 from harness.scale.fit import FitError, fit_line
 
 PHASES = results.PHASES
@@ -74,7 +74,7 @@ class Series:
 
     @property
     def label(self):
-        from harness.measure.cells import label
+        from harness.sweep.plan import label
 
         return label(self.cell)
 

@@ -26,11 +26,6 @@ from harness.choices import ChoiceError
 from harness.frameworks.base import Unavailable
 from harness.versions import envs, install
 
-#: tag spellings of a release, tried in order (autograd v1.7.0, torch v2.13.0, jax
-#: jax-v0.9.2, tensorflow v2.20.0)
-TAG_FORMATS = ("v{version}", "{version}", "{name}-v{version}", "{name}-{version}")
-
-
 def git(repo, *args, check=True):
     done = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, timeout=120)
     if check and done.returncode != 0:
@@ -76,17 +71,6 @@ def subject(repo, commit):
 
 def short(repo, commit):
     return f"{commit[:12]} {subject(repo, commit)}"
-
-
-def release_tag(repo, name, version):
-    """The tag of release `version` in `repo`, or None."""
-    for form in TAG_FORMATS:
-        tag = form.format(name=name, version=version)
-        done = subprocess.run(["git", "-C", repo, "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}"],
-                              capture_output=True, text=True)
-        if done.returncode == 0:
-            return tag
-    return None
 
 
 def environment(adapter, repo, commit, build_hook=None):

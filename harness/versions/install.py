@@ -1,6 +1,6 @@
 """Run an installer (pip, git, a build hook) so that a stop signal stops it too.
 
-The command runs in a session of its own, registered with harness/measure/interrupts.py
+The command runs in a session of its own, registered with harness/interrupts.py
 like a worker: SIGTERM, SIGHUP or Ctrl-C to the command kills the installer's whole
 process group (pip's build subprocesses included) and the caller's ``finally`` blocks
 remove its half-built environment.
@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 
-from harness.measure import interrupts
+from harness import interrupts
 
 TAIL_LINES = 15
 POLL_S = 0.05

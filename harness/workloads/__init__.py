@@ -125,7 +125,7 @@ def bound_with_source(name, size, dtype, batch=None):
 
 def bound_per_sample(name, size, dtype):
     """The bound's bytes per sample: the bound at batch 1 (each bound is linear in the
-    batch, through zero: tests/test_workloads.py checks it)."""
+    batch, through zero: tests/workloads/test_builtin.py checks it)."""
     return bound_bytes(name, size, dtype, batch=1)
 
 

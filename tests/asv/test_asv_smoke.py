@@ -24,6 +24,8 @@ import pytest
 
 import asv_helpers as h
 
+pytestmark = pytest.mark.slow  # acceptance: real asv check/run/publish, Chromium
+
 sys.path.insert(0, str(h.PROJECT / "tests" / "report"))  # chromium_cdp
 
 FRAMEWORKS = "reference,autograd"

@@ -13,12 +13,14 @@ import sys
 import time
 
 import asv_helpers as h
+import pytest
 
 sys.path.insert(0, str(h.PROJECT / "tools"))
 
 import bisect_demo  # noqa: E402
 
 
+@pytest.mark.slow  # acceptance: real asv runs and asv find
 def test_asv_find_names_the_planted_commit_and_the_gate_fails_it(tmp_path):
     start = time.monotonic()
     done = subprocess.run([h.PYTHON, str(h.PROJECT / "tools" / "bisect_demo.py"), "--keep", str(tmp_path / "demo")],

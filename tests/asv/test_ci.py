@@ -118,6 +118,7 @@ def stored(ci, name):
     return list((ci["repo"] / "results" / MACHINE).glob(f"{ci['commits'][name][:8]}-*.json"))
 
 
+@pytest.mark.slow  # acceptance: tools/asv_ci.sh end to end (real asv runs)
 def test_first_run_records_and_publishes_without_a_baseline(ci):
     code, out = ci["runs"]["c1"]
     assert code == 0, out[-4000:]
@@ -130,6 +131,7 @@ def test_first_run_records_and_publishes_without_a_baseline(ci):
     assert "comparison/index.html" in (site / "index.html").read_text()
 
 
+@pytest.mark.slow  # acceptance: tools/asv_ci.sh end to end (real asv runs)
 def test_equal_figures_pass_the_gate(ci):
     code, out = ci["runs"]["c2"]
     assert code == 0, out[-4000:]
@@ -137,6 +139,7 @@ def test_equal_figures_pass_the_gate(ci):
     assert "0 of " in out and "figures worsened" in out and "WORSE" not in out
 
 
+@pytest.mark.slow  # acceptance: tools/asv_ci.sh end to end (real asv runs)
 def test_planted_regression_fails_naming_metric_and_cell(ci):
     code, out = ci["runs"]["c3"]
     assert code == 1, out[-4000:]
@@ -149,6 +152,7 @@ def test_planted_regression_fails_naming_metric_and_cell(ci):
     assert ci["commits"]["c3"][:8] in (ci["repo"] / "out" / "asv-site" / "index.json").read_text()
 
 
+@pytest.mark.slow  # acceptance: tools/asv_ci.sh end to end (real asv runs)
 def test_history_records_a_commit_from_its_own_checkout(ci):
     code, out = ci["runs"]["history"]
     assert code == 0, out[-4000:]
@@ -163,6 +167,7 @@ def test_history_records_a_commit_from_its_own_checkout(ci):
     assert [v for v in figure if v == v and v is not None] == [records[0]["peak_bytes"]["backward"]]
 
 
+@pytest.mark.slow  # acceptance: tools/asv_ci.sh end to end (real asv runs)
 def test_history_refuses_a_commit_whose_suite_had_another_version(ci):
     code, out = ci["runs"]["older version"]
     assert code == 1, out[-4000:]

@@ -19,6 +19,8 @@ import asv_helpers as h
 sys.path.insert(0, str(h.PROJECT / "tests" / "report"))
 from report_fixtures import fixture_records, write_jsonl  # noqa: E402
 
+pytestmark = pytest.mark.slow  # acceptance: the fixture is a real asv run
+
 PEAK = "bench_memory.PeakMemory.track_total"
 RETAINED = "bench_memory.RetainedMemory.track_retained"
 TIME = "bench_time.Time.track_total"

@@ -97,6 +97,7 @@ def site(tmp_path_factory):
     return {"html": tmp / "html", "publish": done, "tmp": tmp}
 
 
+@pytest.mark.slow  # acceptance: asv publish, Chromium
 def test_publish_of_the_committed_results_skips_nothing(site):
     done = site["publish"]
     assert done.returncode == 0, done.stdout + done.stderr
@@ -117,6 +118,7 @@ def test_committed_results_are_named_by_versions_not_paths():
         assert path.name == h.result_file_name(data["commit_hash"], data["env_name"])
 
 
+@pytest.mark.slow  # acceptance: asv publish, Chromium
 def test_site_loads_nothing_from_outside(site):
     page = (site["html"] / "index.html").read_text()
     loads = re.findall(r'<(?:script|link)\b[^>]*\b(?:src|href)="([^"]+)"', page)
@@ -142,6 +144,7 @@ def test_publish_refuses_what_it_cannot_make_local(tmp_path):
         asv_site.localize(str(copy), assets=str(tmp_path / "nothing"))
 
 
+@pytest.mark.slow  # acceptance: asv publish, Chromium
 def test_offline_chromium_draws_the_memory_graph_and_links_the_comparison_page(site):
     import chromium_cdp
 

@@ -76,7 +76,7 @@ class Check:
 def processes_mentioning(text, also=""):
     """Live processes whose command line or standard output names `text` (and `also`):
     a spawned worker's command line holds its job's path; a worker forked by a zygote
-    (harness/measure/zygote.py) has the zygote's command line, and its own log as stdout."""
+    (harness/sweep/zygote.py) has the zygote's command line, and its own log as stdout."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

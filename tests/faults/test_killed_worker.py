@@ -22,7 +22,7 @@ def test_a_sigkilled_worker_is_recorded_with_the_signal_and_the_sweep_goes_on(tm
     code, _, stderr = sweep.finish()
     assert code == 0, stderr
 
-    # The compiled cell is ruled out before any worker starts (harness/measure/schedule.py),
+    # The compiled cell is ruled out before any worker starts (harness/sweep/schedule.py),
     # so its record comes first; the sweep still ends normally with both records.
     by_mode = {record["mode"]: record for record in lines(sweep.out)}
     killed, after = by_mode["eager"], by_mode["compiled"]

@@ -107,6 +107,7 @@ def test_a_malformed_remat_is_a_choice_error_naming_the_strategies(name):
 
 # ---- remat "none" is the plain op set ---------------------------------------------------
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow  # acceptance: every framework's remat on every workload
 def test_none_uses_the_plain_call_and_loop(name):
     ops = loaded(name).ops
     assert ops.checkpoint is remat.checkpoint and ops.chain is remat.chain
@@ -144,6 +145,7 @@ def _torch_graph(loss):
 
 
 @pytest.mark.parametrize("remat_name", ["none", "native"])
+@pytest.mark.slow  # acceptance: every framework's remat on every workload
 def test_torch_graph_of_none_is_the_plain_loop_and_native_differs(remat_name):
     if not _installed("torch"):
         pytest.skip("torch is not installed")
@@ -178,6 +180,7 @@ SLOW = {("jax", "unet"): "jax eager unet compiles for ~25 s; same checkpoint pat
 
 @pytest.mark.parametrize("workload", SEGMENTED)
 @pytest.mark.parametrize("name, remat_name", NAME_REMATS)
+@pytest.mark.slow  # acceptance: every framework's remat on every workload
 def test_native_remat_gives_the_values_and_gradients_of_none(name, remat_name, workload):
     if (name, workload) in SLOW:
         pytest.skip(SLOW[name, workload])
@@ -192,6 +195,7 @@ COMPILED = [p for p in NAME_REMATS if p.values[0] in ("torch", "jax", "tensorflo
 
 
 @pytest.mark.parametrize("name, remat_name", COMPILED)
+@pytest.mark.slow  # acceptance: every framework's remat on every workload
 def test_native_remat_compiled_gives_the_eager_gradients(name, remat_name):
     # One small graph per compiled (torch.compile: ~5 s cold); chained_dot's chain.
     problem = workloads.build("chained_dot", "tiny", "float32")
@@ -225,6 +229,7 @@ def _counting_problem(dtype="float64"):
 
 
 @pytest.mark.parametrize("name, remat_name", [p for p in NAME_REMATS if p.values[0] != "jax"])
+@pytest.mark.slow  # acceptance: every framework's remat on every workload
 def test_native_remat_runs_the_segments_again_in_the_backward_pass(name, remat_name):
     params, inputs = _counting_problem(_dtype(name))
     for r in ("none", remat_name):

@@ -294,6 +294,7 @@ def test_implements_every_op(name, mode):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("name, mode", NAME_MODES)
+@pytest.mark.slow  # acceptance: every op of every framework in every mode
 def test_every_op_matches_numpy_value_gradient_and_dtype(name, mode, dtype):
     not_slow(name, mode)
     has_dtype(name, dtype)

@@ -12,6 +12,8 @@ from harness.frameworks.base import Adapter
 from harness.measure import breakdown
 from harness.measure.phases import Step
 
+pytestmark = pytest.mark.slow  # acceptance: every framework's breakdown at small
+
 
 def counted(name, workload, size="small", optimizer=None):
     adapter = frameworks.get(name)

@@ -13,6 +13,8 @@ import pytest
 
 from harness import frameworks
 
+pytestmark = pytest.mark.slow  # acceptance: torch.compile with Inductor's C++ builds
+
 torch = pytest.importorskip("torch")
 
 

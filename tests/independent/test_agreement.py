@@ -3,7 +3,7 @@ importing the harness (tools/independent/): one (framework, workload) pair per
 framework at tiny, the full 4 x 5 grid at small in docs/measurement.md.
 
 At tiny a step needs tens of KiB, below the RSS figure's grain (4 KiB pages, batched
-per-CPU RSS counters: ~0.25 MiB, notes/memory.md), so the two must agree within 256
+per-CPU RSS counters: ~0.25 MiB, docs/design.md, Evidence), so the two must agree within 256
 KiB there: what this catches is a figure measured from the wrong place (schema 1 added
 what a framework retains, 2.5 to 250 MiB at tiny, to the step's peak)."""
 
@@ -36,6 +36,7 @@ def agreement():
     ("jax", "chained_dot", "compiled"),
     ("tensorflow", "rnn_fanout", "compiled"),
 ])
+@pytest.mark.slow  # acceptance: a sweep of every framework against scripts
 def test_the_harness_step_peak_agrees_with_an_independent_script(framework, workload, mode):
     ok, why = frameworks.get(framework).available()
     if not ok:

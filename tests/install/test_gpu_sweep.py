@@ -15,12 +15,12 @@ import sys
 
 import pytest
 
-from harness.measure.cells import nvidia_device_present
+from harness.frameworks.base import nvidia_device_nodes
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "tools", "gpu_sweep.sh")
 
-pytestmark = pytest.mark.skipif(nvidia_device_present(), reason="a GPU is here: the script would measure for real")
+pytestmark = pytest.mark.skipif(nvidia_device_nodes(), reason="a GPU is here: the script would measure for real")
 
 
 def sweep(tmp_path, **env):
@@ -42,6 +42,7 @@ def test_without_a_gpu_it_stops_and_says_why(tmp_path):
     assert not (tmp_path / "out" / "cuda.jsonl").exists()
 
 
+@pytest.mark.slow  # acceptance: installs gradmem into a venv of its own
 def test_it_installs_gradmem_apart_runs_the_cuda_cells_and_writes_the_page(tmp_path):
     before = freeze()
     proc = sweep(

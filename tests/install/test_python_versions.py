@@ -18,6 +18,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # acceptance: venvs on Python 3.12 and 3.13, installs
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WHEELHOUSE = os.path.join(sys.prefix, "wheelhouse")  # .venv/wheelhouse
 VERSIONS = ("3.12", "3.13")

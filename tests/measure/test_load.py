@@ -13,7 +13,10 @@ from harness import results
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 from load_check import competing_load, figure, sweep, verdict  # noqa: E402
 
-pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs: one for the load, one for us")
+pytestmark = [
+    pytest.mark.slow,  # acceptance: timing under a planted load
+    pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs: one for the load, one for us"),
+]
 
 # chained_dot tiny on the reference engine, cheap; 100+ steps of ~1 ms make 0.1 s+ of
 # timed steps, ten 10 ms ticks per CPU for the probe to see the load in. The slowdown

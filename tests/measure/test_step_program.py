@@ -10,9 +10,9 @@ the step peak is what a step allocates, as in every other row."""
 import pytest
 
 from harness import frameworks, workloads
-from harness.measure import environment
+from harness.sweep import environment
 from harness.measure.phases import Step
-from harness.measure.runner import run_worker
+from harness.sweep.worker_process import run_worker
 
 ONE_PROGRAM = ("jax", "tensorflow", "pytensor", "mlx", "tinygrad")
 TWO_PROGRAMS = ("torch",)  # paddle's to_static too: its tests run in their own process
@@ -77,6 +77,7 @@ def memory_pass(framework, mode, tmp_path):
 
 @pytest.mark.parametrize("framework", ["mlx", "tinygrad"])
 @pytest.mark.parametrize("mode", ["eager", "compiled"])
+@pytest.mark.slow  # acceptance: real sweeps of the lazy rows
 def test_lazy_rows_step_peak_is_at_least_the_bound(framework, mode, tmp_path):
     result = memory_pass(framework, mode, tmp_path)
     bound = workloads.bound_bytes("chained_dot", "tiny", "float32", batch=COLS)

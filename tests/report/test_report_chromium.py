@@ -7,10 +7,13 @@ from harness.report import build
 
 import chromium_cdp
 
-pytestmark = pytest.mark.skipif(
-    chromium_cdp.find_chromium() is None,
-    reason="no chromium on PATH; run tools/ensure_chromium.sh (apt-get install chromium)",
-)
+pytestmark = [
+    pytest.mark.slow,  # acceptance: headless Chromium
+    pytest.mark.skipif(
+        chromium_cdp.find_chromium() is None,
+        reason="no chromium on PATH; run tools/ensure_chromium.sh (apt-get install chromium)",
+    ),
+]
 
 GRID_PROBE = """({
   grids: document.querySelectorAll('table.grid').length,

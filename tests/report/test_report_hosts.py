@@ -1,6 +1,6 @@
 """Times from two machines are never compared: a Ray sweep's records name their hosts."""
 
-from harness.measure import table
+from harness.sweep import summary_table as table
 from harness.report import records
 
 from report_fixtures import fixture_record

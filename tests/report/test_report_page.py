@@ -110,7 +110,7 @@ def test_missing_and_bad_files_are_clear_errors(tmp_path, capsys):
 
 
 def test_a_noisy_time_is_marked_on_the_page_and_in_the_table(tmp_path):
-    from harness.measure import table
+    from harness.sweep import summary_table as table
 
     why = "contended: other processes used 1.00 CPUs (median) during 5 of 5 timed steps"
     recs = [fixture_record("chained_dot", "reference"),

@@ -13,7 +13,6 @@ Environments are built with pip from .venv/wheelhouse only (PIP_NO_INDEX; `make 
 fills it: tools/python_wheelhouse.sh); without those wheels the tests skip, saying so.
 """
 
-import glob
 import importlib.metadata
 import os
 import shutil
@@ -101,6 +100,7 @@ def bisect(environment, repo, good, bad, *extra):
     return subprocess.run(command, cwd=PROJECT, env=environment, capture_output=True, text=True, timeout=1500)
 
 
+@pytest.mark.slow  # acceptance: pip installs of autograd commits
 def test_names_the_planted_commit(history, environment):
     repo, commits = history
     done = bisect(environment, repo, commits[0], commits[-1])
@@ -139,21 +139,37 @@ def test_compiled_framework_needs_a_build_hook(history, environment):
     assert done.returncode == 2 and "jax is compiled: stage 2 installs each commit through --build-hook CMD" in done.stderr
 
 
+@pytest.mark.slow  # acceptance: pip installs of autograd commits
 def test_sigterm_while_installing_removes_the_half_built_environment(history, environment, tmp_path):
     """Stopped while pip builds an environment: pip's group killed, the scratch directory
-    removed, nothing cached, exit 128 + SIGTERM (harness/measure/interrupts.py)."""
+    removed, nothing cached, exit 128 + SIGTERM (harness/interrupts.py)."""
     repo, commits = history
     env = dict(environment, GRADMEM_ENV_DIR=str(tmp_path / "envs"))
     command = [sys.executable, "-m", "harness", "bisect", "--workload", "rnn_fanout", "--framework", "autograd",
                "--size", "small", "--repo", repo, "--good", commits[0], "--bad", commits[-1]]
     proc = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not glob.glob(str(tmp_path / "envs" / ".*partial*" / "bin" / "python")):
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.communicate()
-    time.sleep(1)  # into the install
+    while time.monotonic() < deadline and not _pip_installing_into(tmp_path / "envs"):
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()  # pip runs in the half-built environment now
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 128 + signal.SIGTERM, out + err
     assert "interrupted by SIGTERM" in err
     assert os.listdir(tmp_path / "envs") == [] or all(name.endswith(".lock") for name in os.listdir(tmp_path / "envs"))
+
+
+def _pip_installing_into(envs):
+    """True while a `python -m pip install` of a half-built environment under `envs`
+    runs (its interpreter is the .partial directory's)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                argv = handle.read().decode("utf-8", "replace").split("\0")
+        except OSError:
+            continue
+        if argv and argv[0].startswith(str(envs)) and ".partial" in argv[0] and argv[1:4] == ["-m", "pip", "install"]:
+            return True
+    return False

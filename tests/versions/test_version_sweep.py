@@ -10,7 +10,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from harness.report import records as report_records
+
+pytestmark = pytest.mark.slow  # acceptance: a pinned version's venv built and installed
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INSTALLED = importlib.metadata.version("autograd")

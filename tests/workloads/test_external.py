@@ -98,6 +98,7 @@ def _harness(*args, cwd):
                           env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
 
 
+@pytest.mark.slow  # acceptance: real run/check/scale of a user's file
 def test_run_measures_a_file_from_outside_the_repository(mlp_file, tmp_path):
     out = tmp_path / "r.jsonl"
     proc = _harness("run", "--workload", str(mlp_file), "--framework", "reference", "--size", "tiny",
@@ -115,6 +116,7 @@ def test_run_measures_a_file_from_outside_the_repository(mlp_file, tmp_path):
     assert not (tmp_path / "b.jsonl").exists()
 
 
+@pytest.mark.slow  # acceptance: real run/check/scale of a user's file
 def test_the_template_runs_as_written(tmp_path):
     proc = _harness("new-workload", "my_model", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -127,6 +129,7 @@ def test_the_template_runs_as_written(tmp_path):
     assert proc.returncode == 0 and "2 of 2 cells agree; 0 failed" in proc.stdout, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow  # acceptance: real run/check/scale of a user's file
 def test_scale_fits_a_file_from_outside_the_repository(mlp_file, tmp_path):
     out = tmp_path / "s.jsonl"
     proc = _harness("scale", "--workload", str(mlp_file), "--framework", "reference", "--size", "tiny",

@@ -29,6 +29,7 @@ def test_limits_parse():
         pytest_plugin.parse_limit("lots", 1)
 
 
+@pytest.mark.slow  # acceptance: a real measurement under pytester
 def test_the_marker_passes_and_fails_as_it_should(pytester, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", ROOT)
     # loaded by name, not by the entry point: the run is the same whether or not this

@@ -47,8 +47,8 @@ def independent_peak(framework, workload, size, dtype, workdir, mode="eager"):
 def harness_peak(framework, workload, size, dtype, workdir, mode="eager"):
     """The harness's memory pass of the cell: its result (step peak, retained...)."""
     from harness import frameworks
-    from harness.measure import environment
-    from harness.measure.runner import run_worker
+    from harness.sweep import environment
+    from harness.sweep.worker_process import run_worker
 
     cell = {"workload": workload, "size": size, "dtype": dtype, "framework": framework,
             "mode": mode, "device": "cpu"}

@@ -1,4 +1,4 @@
-"""The measurement recipe of notes/memory.md, written apart from the harness.
+"""The measurement recipe of docs/design.md (Evidence), written apart from the harness.
 
 The scripts beside this file each measure one steady training step of a workload in
 one framework without importing `harness`, so that a test can check the harness's

@@ -9,6 +9,8 @@ import pytest
 
 from harness import results, workloads
 
+pytestmark = pytest.mark.slow  # acceptance: `harness run` end to end, real sweeps whose figures are checked
+
 RUN = [sys.executable, "-m", "harness", "run"]
 
 

@@ -64,6 +64,7 @@ def cell_key(record):
     return (record["workload"], record["size"], record["framework"], record["device"])
 
 
+@pytest.mark.slow  # acceptance: a Ray cluster
 def test_a_ray_sweep_measures_what_the_local_one_does(cluster, tmp_path):
     # side by side (resident peaks barely depend on the load; the test takes half the time)
     local = start(tmp_path, "local", *COMPARED, "--device", "cpu,cuda", *QUICK)
@@ -91,6 +92,7 @@ def test_a_ray_sweep_measures_what_the_local_one_does(cluster, tmp_path):
     assert compared >= 4
 
 
+@pytest.mark.slow  # acceptance: a Ray cluster
 def test_a_planted_error_and_a_planted_hang_get_their_statuses(cluster, tmp_path):
     tiny = ["--workload", "chained_dot", "--framework", "reference", "--size", "tiny", *QUICK,
             "--executor", "ray", "--address", cluster]
@@ -136,6 +138,7 @@ def _descends(pid, ancestor):
     return False
 
 
+@pytest.mark.slow  # acceptance: a Ray cluster
 def test_a_pass_whose_ray_worker_dies_runs_once_more_elsewhere(cluster, tmp_path):
     killed = {}
 
@@ -181,6 +184,7 @@ def test_without_ray_or_without_a_cluster_the_error_says_what_to_do(tmp_path):
     assert proc.returncode == 2 and "valid executors: local, ray" in proc.stderr
 
 
+@pytest.mark.slow  # acceptance: a Ray cluster
 def test_sigterm_to_a_ray_sweep_cancels_its_passes_and_exits_143(cluster, tmp_path):
     sweep = start(tmp_path, "stopped", "--workload", "chained_dot", "--framework", "reference", "--size", "tiny",
                   *QUICK, "--executor", "ray", "--address", cluster, env={"GRADMEM_TEST_PLANT": "hang:forward"})

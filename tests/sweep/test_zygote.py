@@ -1,4 +1,4 @@
-"""Workers forked from a zygote (harness/measure/zygote.py, `--start fork`, the default):
+"""Workers forked from a zygote (harness/sweep/zygote.py, `--start fork`, the default):
 the same figures as spawned workers, each a process of its own, and a spawn wherever a
 zygote cannot be trusted."""
 
@@ -10,7 +10,7 @@ import types
 import pytest
 
 from harness import results
-from harness.measure import zygote
+from harness.sweep import zygote
 
 RUN = [sys.executable, "-m", "harness", "run"]
 MiB = 1024**2
@@ -24,6 +24,7 @@ def sweep(tmp_path, start, *args):
     return {(r["workload"], r["framework"]): r for r in results.read_records(out)}
 
 
+@pytest.mark.slow  # acceptance: the same cells forked and spawned, figures compared
 def test_forked_workers_measure_what_spawned_ones_do(tmp_path):
     args = ["--workload", "tiny_nerf", "--framework", "reference,torch", "--size", "small", "--dtype", "float64",
             "--repeat", "1", "--time-budget", "0"]

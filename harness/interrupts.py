@@ -1,6 +1,6 @@
 """Stopping a command cleanly when it is told to: SIGTERM, SIGHUP, SIGINT.
 
-Workers run in sessions of their own (runner.py: so a terminal's Ctrl-C does not hit
+Workers run in sessions of their own (sweep/worker_process.py: so a terminal's Ctrl-C does not hit
 a worker half-way through a measurement, and its compiler subprocesses die with it
 when its group is killed). The price: a signal sent to the sweep (`timeout`, a CI job
 cancelled, asv's timeout, a scheduler, a closed terminal) never reaches them. So every
@@ -25,8 +25,9 @@ SIGKILL of the command itself cannot be handled: its workers die with it (the ke
 sends them SIGKILL when their parent dies: worker.py, end_with_parent), but its
 temporary directory stays (docs/faults.md).
 
-`harness run` uses this; later long commands (scale, bisect) call `handling()`, catch
-`Interrupted`, and start workers through runner.run_worker, which registers them.
+`harness run`, `check`, `scale` and `bisect` call `handling()`, catch `Interrupted`, and
+start their workers through sweep/worker_process.py (an executor's WorkerProcess, or run_worker),
+which registers them.
 """
 
 import contextlib

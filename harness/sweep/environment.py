@@ -8,22 +8,22 @@ Set before the interpreter starts, because the libraries read them only then:
 - the memory pass only: ``MALLOC_MMAP_THRESHOLD_=32768`` (a fixed threshold turns
   off glibc's dynamic one, so freed large buffers go back to the OS and a peak does
   not hide in memory the heap kept from earlier; with ``malloc_trim(0)`` before the
-  baseline it matched allocator-exact figures within 0.3 %, notes/memory.md Table 1).
+  baseline it matched allocator-exact figures within 0.3 %: docs/design.md, Evidence).
   32 KiB, not glibc's 128 KiB: buffers between the two (rnn_fanout small's 32 KiB
   hidden states) otherwise come from the heap, where how much of it a step touches
   anew moved torch rnn_fanout's step peak between 4.9 and 6.3 MB from step to step
   (torch's own allocator: 3.74 MB every step); mmapped, they measured 3.68-3.91 MB.
   Costs at most one page per buffer of 32 KiB or more (12 % at 32 KiB, < 3 % above
   128 KiB); smaller buffers stay on the heap, trimmed before each step. And ``TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1`` (TF's oneDNN CPU allocator is a caching
-  pool that RSS cannot see through; memory.md section 6.4);
+  pool that RSS cannot see through: docs/design.md, Evidence);
 - the time pass runs with glibc's default allocator behaviour, what users run: the
-  memory settings cost 8-50 % in page faults (memory.md Table 5). Those variables
+  memory settings cost 8-50 % in page faults (docs/design.md, Evidence). Those variables
   are removed from the time pass's environment even when the caller exported them;
 - the gradient pass (`harness check`, harness/gradcheck.py) as the time pass, plus the
   compile caches it keeps outside the repository (``gradient_settings()``): JAX's
   persistent compilation cache (JAX eager compiles every primitive once per shape, ~280
-  XLA compilations for the tiny U-Net: 24 s cold, 4.5 s warm, measured on the 2-core
-  development machine with `harness check --framework jax --workload unet`) and TF's
+  XLA compilations for the tiny U-Net: 24 s cold, 4.5 s warm; `harness check
+  --framework jax --workload unet`, 2026-11-22, on the 2-core development machine) and TF's
   start-up banners silenced. Not for measured passes: a warm cache would hide the
   first step's compilation that `compile_s` reports.
 """

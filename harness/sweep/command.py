@@ -24,16 +24,17 @@ Every fault and what happens: docs/faults.md.
 Executor: `--executor local` (default) runs the workers on this machine;
 `--executor ray [--address ADDR]` runs each pass as a Ray task on a cluster's nodes,
 each in the same fresh worker process, records appended here as they arrive
-(harness/measure/ray_executor.py, docs/ray.md); its default schedule is parallel.
+(harness/sweep/ray_executor.py, docs/ray.md); its default schedule is parallel.
 
-Schedule (harness/measure/schedule.py): `serial` (default) runs one pass at a time,
+Schedule (harness/sweep/schedule.py): `serial` (default) runs one pass at a time,
 cell after cell. `--schedule parallel` runs reference gradients and memory passes
 --jobs at a time (default: one per CPU); each time pass sets up beside them and
-measures alone. It is not the default: on the shared 2-core machine it was not faster
+measures alone. It is not the default: on the 2-core development machine (2026-11-23,
+tools/sweep_compare.py) it was not faster
 and its memory figures are not yet shown to match the serial ones within 1 %
-(docs/measurement.md, "How a sweep is scheduled"; tools/sweep_compare.py).
+(docs/measurement.md, "How a sweep is scheduled").
 
-Start (harness/measure/zygote.py): `fork` (default) forks each pass's worker from a
+Start (harness/sweep/zygote.py): `fork` (default) forks each pass's worker from a
 process per framework that has imported it; `--start spawn` starts a fresh
 interpreter per pass.
 """
@@ -46,9 +47,10 @@ import time
 
 from harness import choices, results, workloads
 from harness.console import say
-from harness.measure import cells, interrupts, resume, schedule, table, zygote
-from harness.measure.cell import CellRunner, Options
-from harness.measure.executor import LocalExecutor
+from harness import interrupts
+from harness.sweep import plan as cells, resume, schedule, summary_table as table, zygote
+from harness.sweep.cell_runner import CellRunner, Options
+from harness.sweep.executor import LocalExecutor
 from harness.measure.timing import Policy
 from harness.versions import plan as versions
 
@@ -248,7 +250,7 @@ def main(args):
 
 
 def options(args):
-    """The measurement settings of `args` (cell.Options)."""
+    """The measurement settings of `args` (cell_runner.Options)."""
     return Options(
         seed=args.seed,
         warmup=args.warmup,
@@ -373,7 +375,7 @@ class Sweep:
 
 def _executor(args, workdir, jobs, on_start, on_end):
     if args.executor == "ray":
-        from harness.measure.ray_executor import RayExecutor  # ClusterError (exit 2) without Ray
+        from harness.sweep.ray_executor import RayExecutor  # ClusterError (exit 2) without Ray
 
         return RayExecutor(workdir, args.address, on_start=on_start, on_end=on_end)
     return LocalExecutor(workdir, slots=jobs, on_start=on_start, on_end=on_end, start=args.start)

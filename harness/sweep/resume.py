@@ -5,13 +5,13 @@ it again with the same arguments and --resume measures only the cells without on
 cell is its CELL_KEYS plus its variant (optimizer, remat, order, batch) and pinned
 version; a record of any status counts as done (re-running a failed cell is a new sweep, not a resume). Records
 measured with other settings (seed, --warmup, --repeat, --precision, --time-budget,
---threads, --timeout, --memory-limit: cell.SETTINGS) are refused rather than mixed into one table, and
+--threads, --timeout, --memory-limit: cell_runner.SETTINGS) are refused rather than mixed into one table, and
 so are records that predate a setting (e.g. timed before --precision existed: a fixed
 number of steps, not the same figure); damaged lines are named and their cells run again.
 """
 
 from harness import choices, results
-from harness.measure.cell import SETTINGS
+from harness.sweep.cell_runner import SETTINGS
 
 
 def key(cell):
@@ -41,7 +41,7 @@ def newest(records):
 def split(path, todo, settings):
     """(kept, remaining): the newest record in `path` of each planned cell, and the
     cells of `todo` without one. `settings` maps SETTINGS keys to this run's values
-    (cell.Options.settings());
+    (cell_runner.Options.settings());
     a kept record measured with others is a ChoiceError naming the option."""
     try:
         records, damaged = results.scan_records(path)

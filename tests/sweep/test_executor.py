@@ -1,4 +1,4 @@
-"""The executor (harness/measure/executor.py) with real workers on `tiny` cells: a gated
+"""The executor (harness/sweep/executor.py) with real workers on `tiny` cells: a gated
 (time) pass measures alone, passes run `slots` at a time, and cancel_all from a signal
 handler kills every running worker's process group."""
 
@@ -8,8 +8,8 @@ import signal
 import pytest
 
 from harness.frameworks import reference
-from harness.measure import environment
-from harness.measure.executor import LocalExecutor, Task
+from harness.sweep import environment
+from harness.sweep.executor import LocalExecutor, Task
 
 CELL = {"workload": "chained_dot", "size": "tiny", "dtype": "float32", "framework": "reference",
         "mode": "eager", "device": "cpu", "optimizer": None, "remat": "none", "order": None}

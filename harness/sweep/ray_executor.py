@@ -1,10 +1,10 @@
 """`--executor ray`: a sweep's passes as Ray tasks on a cluster's nodes (docs/ray.md).
 
-The executor interface of harness/measure/executor.py (submit, outcomes, cancel_all),
+The executor interface of harness/sweep/executor.py (submit, outcomes, cancel_all),
 with Ray doing the placing. Each pass is one Ray task (node_pass.run) that starts the
 same fresh worker process on its node as LocalExecutor does here, with the same
 environment settings, and sends back the outcome; the driver (this process) turns
-outcomes into records and appends them as they arrive (harness/measure/sweep.py).
+outcomes into records and appends them as they arrive (harness/sweep/command.py).
 
 What may share a node, in Ray resources: every gradmem node advertises one unit of
 `gradmem_node` (``ray start --resources '{"gradmem_node": 1}'``). A time pass, and
@@ -20,7 +20,7 @@ exception of the pass's own code) runs once more, on another node when there is 
 lost again, it is an "error" naming both nodes. Ray's own retries are off, so no pass
 runs twice unseen, and records are written only by the driver: none is lost or written
 twice. Each outcome names its node (`Outcome.node`: host, Ray node id, address, its
-machine and gradmem commit); the record's provenance carries it (cell.py).
+machine and gradmem commit); the record's provenance carries it (cell_runner.py).
 
 Not run on a cluster: pinned framework versions (F==VERSION; their environments are
 built on the driver's machine): such a cell's record is "unavailable", saying why.
@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from harness.choices import ChoiceError
-from harness.measure import interrupts, node_pass
-from harness.measure.runner import Outcome
+from harness import interrupts
+from harness.sweep import node_pass
+from harness.sweep.worker_process import Outcome
 
 RESOURCE = "gradmem_node"
 SHARE = 0.001  # a shared pass's part of its node's unit (Ray resolves 1e-4)
@@ -117,7 +118,7 @@ class RayExecutor:
                 signal.signal(signal.SIGTERM, sigterm)
 
     def gpus(self):
-        """(present, where) for cells.unavailable_reason: the cluster's GPUs, not this machine's."""
+        """(present, where) for plan.unavailable_reason: the cluster's GPUs, not this machine's."""
         return self.has_gpu, "on any node of the Ray cluster"
 
     # ---- the interface ---------------------------------------------------------------

@@ -9,7 +9,7 @@
    until the machine is its alone).
 
 `CellRunner` makes the passes (executor Tasks) and turns their outcomes into the
-record; *when* each runs is the schedule's business (harness/measure/schedule.py).
+record; *when* each runs is the schedule's business (harness/sweep/schedule.py).
 
 `harness scale` asks for the memory pass alone (`start(..., memory_only=True)`): no
 reference gradient (`harness check` checks gradients) and no time pass, so its
@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 from harness import results
 from harness.frameworks import threads
-from harness.measure import cells, environment, provenance, timeline
-from harness.measure.executor import Task
+from harness import origin as provenance
+from harness.sweep import plan as cells, environment, timeline
+from harness.sweep.executor import Task
 from harness.measure.timing import Policy
 from harness.frameworks.base import Unavailable
 from harness.versions import envs

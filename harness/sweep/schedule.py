@@ -10,7 +10,7 @@ Two schedules, the same passes and the same records:
   schedule's within 1 % is not yet shown), a cell's memory pass as soon as its
   workload's reference gradient exists; each cell's time pass is submitted when its
   memory pass succeeded, behind the memory passes already queued. Time passes are
-  gated (harness/measure/executor.py): their set-up overlaps other passes, their
+  gated (harness/sweep/executor.py): their set-up overlaps other passes, their
   measured part runs alone. Records of cells whose memory pass failed are written as
   soon as it ends, the others as their time pass ends.
 
@@ -20,8 +20,8 @@ Two schedules, the same passes and the same records:
 import json
 import os
 
-from harness.measure import cells
-from harness.measure.cell import CellState, reference_key
+from harness.sweep import plan as cells
+from harness.sweep.cell_runner import CellState, reference_key
 
 SCHEDULES = ("parallel", "serial")
 

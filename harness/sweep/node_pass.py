@@ -24,8 +24,9 @@ import shutil
 import socket
 import tempfile
 
-from harness.measure import environment, provenance
-from harness.measure.runner import run_worker
+from harness import origin as provenance
+from harness.sweep import environment
+from harness.sweep.worker_process import run_worker
 
 NODE_OWN = ("CUDA_VISIBLE_DEVICES",)  # Ray's assignment on the node, never the driver's
 

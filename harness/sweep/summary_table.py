@@ -31,7 +31,9 @@ line under the table says why for each: such a figure is advisory, not a measure
 to compare.
 """
 
-from harness.measure import cells, prediction, provenance
+from harness import origin as provenance
+from harness.measure import prediction
+from harness.sweep import plan as cells
 
 MIB = 1024 * 1024
 COLUMNS = (

@@ -1,7 +1,7 @@
 """Workers forked from a process that has already imported their framework.
 
-Importing a framework is most of what a short pass costs (measured on the 2-core
-machine, quiet: TensorFlow 5.6 s, torch 2.5 s, HIPS autograd with SciPy 1.3 s, JAX
+Importing a framework is most of what a short pass costs (`import` in a fresh worker,
+measured 2026-11-23 on the 2-core development machine, quiet: TensorFlow 5.6 s, torch 2.5 s, HIPS autograd with SciPy 1.3 s, JAX
 0.9 s), and a sweep starts two workers per cell. With `--start fork` (the default) the
 parent keeps one *zygote* per framework and worker environment: a process started
 exactly as a worker would be (same interpreter, same environment: allocator settings,
@@ -26,7 +26,7 @@ Protocol (a SOCK_SEQPACKET socket pair; one JSON object per message):
   as subprocess gives it: negative for a signal). The worker stays a zombie
   (waitid WNOWAIT) until the parent, having killed its process group, sends
   {"reap": pid} (answered {"reaped": pid}): its PID cannot be reused meanwhile
-  (runner.py does the same).
+  (worker_process.py does the same).
 """
 
 import json
@@ -38,7 +38,7 @@ import subprocess
 import sys
 import time
 
-from harness.measure import interrupts
+from harness import interrupts
 
 STARTS = ("fork", "spawn")
 MESSAGE_BYTES = 65536
@@ -174,7 +174,7 @@ def _fork(paths, fds, close, file_pages):
         os.close(log_fd)
         return pid
     code = 1
-    try:  # the worker: a process of its own, as runner.py spawns one
+    try:  # the worker: a process of its own, as worker_process.py spawns one
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
@@ -229,7 +229,7 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with interrupts.deferred(), open(log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [python or sys.executable, "-m", "harness.measure.zygote", str(theirs.fileno()), framework,
+                [python or sys.executable, "-m", "harness.sweep.zygote", str(theirs.fileno()), framework,
                  str(os.getpid())],
                 env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,

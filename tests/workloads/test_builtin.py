@@ -1,9 +1,10 @@
-"""The six workloads: their interface, seeded inits, losses written on the op set alone,
-float32 kept, gradients against central finite differences, and bounds that scale as
-their derivations say and stay below what a store-everything framework really saves.
+"""The built-in workloads (harness/workloads/): their interface, seeded inits, losses
+written on the op set alone, float32 kept, gradients against central finite
+differences, and bounds that scale as their derivations say and stay below what a
+store-everything framework really saves.
 
 The framework-agreement tests (every pair against the reference engine) are in
-test_check.py, which runs them through `python -m harness check`'s machinery.
+tests/test_check.py, which runs them through `python -m harness check`'s machinery.
 """
 
 import ast

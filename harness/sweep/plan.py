@@ -12,11 +12,11 @@ only on workloads that mark segments (harness/workloads: SEGMENTS), an order onl
 the reference engine (the other frameworks' cells carry order None).
 """
 
-import glob
 import itertools
 
 from harness import frameworks
-from harness.frameworks.remat import offers as remat_offers
+from harness.choices import ChoiceError
+from harness.frameworks.base import Unavailable, nvidia_device_nodes
 
 
 def expand(workloads, frameworks_, sizes, dtypes, devices, modes, optimizer=None, remats=("none",), orders=("heap",), segmented=None):
@@ -82,20 +82,14 @@ def unavailable_reason(cell, adapter, gpus=None):
     ok, reason = (True, "") if cell.get("version") else adapter.available()  # a pinned one: its own env
     if not ok:
         return reason
-    if cell["mode"] not in adapter.modes:
-        return f"{adapter.name} has no {cell['mode']!r} mode (its modes: {', '.join(adapter.modes)})"
-    if cell["dtype"] not in getattr(adapter, "dtypes", (cell["dtype"],)):
-        return adapter.dtype_reason(cell["dtype"])
-    strategy = cell.get("remat") or "none"
-    offered = getattr(adapter, "remats", ("none",))
-    if not remat_offers(offered, strategy):
-        return f"{adapter.name} offers no remat {strategy!r} (its remats: {', '.join(offered)})"
+    try:  # the adapter's own checks, as its load() makes them in a worker
+        adapter.check_mode(cell["mode"])
+        adapter.check_dtype(cell["dtype"])
+        adapter.check_remat(cell.get("remat") or "none")
+    except (ChoiceError, Unavailable) as err:
+        return str(err)
     if cell["device"] == "cuda":
-        present, where = gpus or (nvidia_device_present(), "on this machine (no /dev/nvidia* device nodes)")
+        present, where = gpus or (nvidia_device_nodes(), "on this machine (no /dev/nvidia* device nodes)")
         if not present:
             return f"no NVIDIA GPU {where}: cuda cells cannot run here"
     return ""
-
-
-def nvidia_device_present():
-    return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/proc/driver/nvidia/gpus/*"))

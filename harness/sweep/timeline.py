@@ -2,8 +2,8 @@
 
 Why our own sampler, and why outside the worker: memory_profiler's ``memory_usage``
 either forks a monitor (JAX warns of deadlocks after fork; with
-``include_children`` it counts the monitor itself, 2-4x too high, notes/memory.md
-section 6) or runs a thread in the measured process. A thread in the worker takes the
+``include_children`` it counts the monitor itself, 2-4x too high: docs/design.md,
+Evidence) or runs a thread in the measured process. A thread in the worker takes the
 GIL from the step it watches and allocates while it does. Reading
 ``/proc/<pid>/statm`` of the worker from a thread of the parent costs the worker
 nothing: one ``pread`` per sample of a file the kernel fills on demand.

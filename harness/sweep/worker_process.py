@@ -2,7 +2,7 @@
 
 The worker is ``python -m harness.measure.worker JOB RESULT`` in a new session (its
 own process group), with the environment it needs set before it starts; or, given a
-zygote pool (harness/measure/zygote.py, `--start fork`), the same worker forked from
+zygote pool (harness/sweep/zygote.py, `--start fork`), the same worker forked from
 a process that has already imported its framework, with the same face: its own
 session, stdin, log, exit status. The parent
 never imports a framework; it only waits, samples the worker's RSS for the timeline,
@@ -23,9 +23,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from harness.measure import failures, interrupts
+from harness import interrupts
+from harness.measure import failures
 from harness.measure.marks import read_marks
-from harness.measure.timeline import RssSampler
+from harness.sweep.timeline import RssSampler
 
 POLL_S = 0.01
 LOG_TAIL_BYTES = 4000
@@ -48,7 +49,7 @@ class Outcome:
 
 class WorkerProcess:
     """One running worker: started at once, then `poll()`ed until it has ended, then
-    `outcome()`. Not blocking, so an executor can watch several (harness/measure/executor.py)."""
+    `outcome()`. Not blocking, so an executor can watch several (harness/sweep/executor.py)."""
 
     def __init__(self, job, env, workdir, name, timeout_s=None, sample_rss=False, gated=False, python=None,
                  zygotes=None):

@@ -14,7 +14,7 @@ starts with, a timeout, and what it may share the machine with:
 
 An executor hands back `(task, Outcome)` pairs as passes end; it never raises for a
 failed pass (the Outcome says how it ended). The sweep's schedule
-(harness/measure/schedule.py) decides what to submit when; the executor keeps the
+(harness/sweep/schedule.py) decides what to submit when; the executor keeps the
 rules above, at most `slots` passes working at once (a pass waiting at its gate does
 not count; at most `slots` gated passes set up or wait at a time), and the submission
 order: a pass starts after every pass submitted before it has started, except that a
@@ -34,9 +34,9 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from harness.measure import interrupts
-from harness.measure.runner import POLL_S, WorkerProcess
-from harness.measure.zygote import ZygotePool
+from harness import interrupts
+from harness.sweep.worker_process import POLL_S, WorkerProcess
+from harness.sweep.zygote import ZygotePool
 
 
 @dataclass
@@ -67,7 +67,7 @@ class LocalExecutor:
             raise ValueError(f"slots must be >= 1, got {slots}")
         self.workdir, self.slots = workdir, slots
         # fork: workers forked from a per-framework process that has imported it
-        # (harness/measure/zygote.py); spawn: a fresh interpreter per pass
+        # (harness/sweep/zygote.py); spawn: a fresh interpreter per pass
         self.zygotes = ZygotePool(workdir, start)
         self.on_start = on_start  # called with the task as its worker starts (progress)
         self.on_end = on_end  # called with (task, outcome) as each pass ends (a log)
@@ -126,7 +126,7 @@ class LocalExecutor:
         return killed
 
     def gpus(self):
-        """None: this machine's GPUs decide (cells.unavailable_reason looks itself)."""
+        """None: this machine's GPUs decide (plan.unavailable_reason looks itself)."""
         return None
 
     def close(self):

@@ -1,0 +1,26 @@
+"""The sweep: plans cells, launches each pass as a fresh worker process, writes records.
+
+The parent's side of every measurement; it never imports a framework. What runs inside
+a worker is harness/measure/ (arrows point one way: sweep -> measure, never back).
+
+- ``command``: ``python -m harness run`` (the matrix, progress, `--resume`, the table);
+- ``plan``: the matrix of cells, their labels, and why a cell cannot run here;
+- ``cell_runner``: one cell = reference gradient + memory pass + time pass -> one
+  record; ``SETTINGS``/``Options``: the sweep settings every record carries;
+- ``schedule``: when each pass runs (serial, the default; or parallel memory passes
+  with time passes alone); ``executor``: runs passes here (submit, outcomes,
+  cancel_all); ``ray_executor``/``node_pass``: the same passes as Ray tasks on a
+  cluster's nodes;
+- ``worker_process``: starts one worker (``python -m harness.measure.worker``), waits,
+  kills its group on timeout or signal, classifies its end (measure/failures.py);
+- ``zygote``: workers forked from a process that has imported their framework;
+- ``environment``: the environment a worker starts with, per pass kind;
+- ``resume``: the cells of `--resume` already in the result file;
+- ``timeline``: the worker's RSS sampled from the parent; ``summary_table``: the table
+  printed at the end of a sweep.
+
+Used by other commands too: `harness check` (gradcheck.py), `scale`, `bisect` start
+their workers through ``executor``/``worker_process`` and ``environment``. Shared with
+them at the package's top: harness/interrupts.py (SIGTERM, SIGHUP, Ctrl-C) and
+harness/origin.py (git commit, machine, versions: a record's provenance).
+"""
