@@ -32,8 +32,9 @@ import time
 
 from harness import choices, frameworks, results, workloads
 from harness.frameworks.base import Unavailable
-from harness.measure import interrupts, resume
-from harness.measure import sweep as run_sweep
+from harness import interrupts
+from harness.sweep import command as run_sweep
+from harness.sweep import resume
 from harness.releases import detect, listing, page, store
 from harness.versions import envs, index, spec
 

@@ -10,8 +10,10 @@ import pytest
 from harness import frameworks
 from harness.frameworks.base import NoPrediction
 from harness.frameworks.tensorflow import xla_allocations
-from harness.measure import environment, prediction, table
-from harness.measure.runner import run_worker
+from harness.measure import prediction
+from harness.sweep import environment
+from harness.sweep import summary_table as table
+from harness.sweep.worker_process import run_worker
 from harness.report import predicted as predicted_section
 
 # chained_dot at tiny (D=32, L=5) with cols=16384: the residuals z_1 .. z_4 the gradient

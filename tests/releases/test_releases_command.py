@@ -33,7 +33,7 @@ def releases(*extra):
     [
         (["--framework", "reference"], "reference has no releases"),
         (["--framework", "jax==0.9.2"], "name the framework alone; the range is --from/--to"),
-        (["--mode", "compiled"], "unknown autograd mode 'compiled'; valid autograd modes: eager"),
+        (["--mode", "compiled"], "autograd has no 'compiled' mode; valid autograd modes: eager"),
         (["--from", "1.8.0", "--to", "1.6"], "--from 1.8.0 is newer than --to 1.6"),
         (["--from", "5.0"], "no release of autograd from 5.0 to the newest; released: 1.6, 1.7.0, 1.8.0"),
         (["--from", "1.*"], "--from '1.*' is not an exact PEP 440 version"),
