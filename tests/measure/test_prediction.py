@@ -7,34 +7,14 @@ window (the step peak is the same with and without it)."""
 
 import pytest
 
-from harness import frameworks
 from harness.frameworks.base import NoPrediction
 from harness.frameworks.tensorflow import xla_allocations
 from harness.measure import prediction
-from harness.sweep import environment
 from harness.sweep import summary_table as table
-from harness.sweep.worker_process import run_worker
+from one_pass import memory_pass
 from harness.report import predicted as predicted_section
 
-# chained_dot at tiny (D=32, L=5) with cols=16384: the residuals z_1 .. z_4 the gradient
-# needs are 4 arrays of 2 MiB (the bound, 8 MiB), far above the RSS grain of ~0.25 MiB.
-COLS = 16384
 MIB = 1 << 20
-
-
-def memory_pass(framework, mode, tmp_path, **job_extra):
-    adapter = frameworks.get(framework)
-    ok, why = adapter.available()
-    if not ok:
-        pytest.skip(why)
-    cell = {"workload": "chained_dot", "size": "tiny", "dtype": "float32", "framework": framework,
-            "mode": mode, "device": "cpu", "batch": COLS}
-    env, _ = environment.worker_environment(adapter, "memory")
-    job = {"kind": "memory", "cell": cell, "seed": 0, "warmup": 1, **job_extra}
-    name = f"memory-{framework}-{mode}-{len(job_extra)}"
-    outcome = run_worker(job, env, str(tmp_path), name, timeout_s=600)
-    assert outcome.ok, outcome.message
-    return outcome.result
 
 
 @pytest.mark.parametrize("framework, mode", [("jax", "compiled"), ("torch", "eager")])

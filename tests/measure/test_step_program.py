@@ -10,9 +10,8 @@ the step peak is what a step allocates, as in every other row."""
 import pytest
 
 from harness import frameworks, workloads
-from harness.sweep import environment
 from harness.measure.phases import Step
-from harness.sweep.worker_process import run_worker
+from one_pass import COLS, memory_pass
 
 ONE_PROGRAM = ("jax", "tensorflow", "pytensor", "mlx", "tinygrad")
 TWO_PROGRAMS = ("torch",)  # paddle's to_static too: its tests run in their own process
@@ -53,26 +52,10 @@ def test_jax_eager_keeps_its_phases():
 
 
 # ---- the lazy rows' step peak against the bound ---------------------------------------
-# chained_dot keeps z_1 .. z_{L-1}, each (D, cols), for x's gradient: the bound. At tiny
-# (D=32, L=5) with cols=16384 that is 4 arrays of 2 MiB = 8 MiB, far above the RSS
-# figure's ~0.25 MiB grain, while the step still takes milliseconds. Neither MLX nor
-# tinygrad recomputes a matmul chain, so a step that allocates what it needs peaks at
-# no less than the bound; served from their caches it read 0.0-0.5 MiB (0.01x) before.
-COLS = 16384
-
-
-def memory_pass(framework, mode, tmp_path):
-    adapter = frameworks.get(framework)
-    ok, why = adapter.available()
-    if not ok:
-        pytest.skip(why)
-    cell = {"workload": "chained_dot", "size": "tiny", "dtype": "float32", "framework": framework,
-            "mode": mode, "device": "cpu", "batch": COLS}
-    env, _ = environment.worker_environment(adapter, "memory")
-    job = {"kind": "memory", "cell": cell, "seed": 0, "warmup": 1}
-    outcome = run_worker(job, env, str(tmp_path), f"memory-{framework}-{mode}", timeout_s=600)
-    assert outcome.ok, outcome.message
-    return outcome.result
+# (one_pass.py: chained_dot at cols=16384 keeps 4 arrays of 2 MiB, the 8 MiB bound.)
+# Neither MLX nor tinygrad recomputes a matmul chain, so a step that allocates what it
+# needs peaks at no less than the bound; served from their caches it read 0.0-0.5 MiB
+# (0.01x) before.
 
 
 @pytest.mark.parametrize("framework", ["mlx", "tinygrad"])
