@@ -4,11 +4,12 @@ comparison uses.
 - ``relative_error(got, ref)``: ||got - ref|| / ||ref|| in float64, the one definition
   behind `harness check`'s "rel. error" column (harness/check.py) and a measured
   record's ``grad_rel_err`` (worker.py's memory pass).
-- ``gradient_pass``: the worker's ``gradient`` job (``python -m harness.measure.worker``,
-  started by harness/gradcheck.py as `harness run` starts its passes): the loss and the
-  gradient of one cell, computed twice (the first call, compilation included, then the
-  steady call whose arrays are kept), saved as ``job["out_path"]`` (.npz, keys
-  ``loss`` and ``grad/<param>``) before the worker's result is written.
+- ``gradients_pass``: the worker's ``gradients`` job (``python -m harness.measure.worker``,
+  started by harness/gradcheck.py through the sweep's worker machinery): one
+  framework's cells in one process, each cell's loss and gradient computed twice (the
+  first call, compilation included, then the steady call whose arrays are kept),
+  saved as .npz (keys ``loss`` and ``grad/<param>``), then its result written
+  atomically.
 
 A cell with ``"upcast": true`` casts the problem's float arrays to float64 before
 computing: the reference engine's float64 gradient at exactly the point a float32 cell
@@ -30,33 +31,53 @@ def relative_error(got, ref):
     return float(diff / scale) if scale > 0 else float(diff)
 
 
-def gradient_pass(job, marks):
+def gradients_pass(job, marks):
+    """The cells of `job["cells"]`, one after another in this process (one framework
+    loaded once per mode): before each, the mark ``cell <id>`` (the parent's per-cell
+    timeout counts from it, harness/gradcheck.py); after each, its arrays at the cell's
+    ``out_path`` and its result (status, timings) written atomically at ``result_path``.
+    An exception fails that cell alone (its status and message), never the others."""
     from harness import frameworks
+    from harness.measure import failures
+    from harness.results import write_json_atomic
+
+    adapter = frameworks.get(job["framework"])
+    loaded_mode = None
+    for cell in job["cells"]:
+        marks.mark(f"cell {cell['id']}")
+        try:
+            if cell["mode"] != loaded_mode:
+                adapter.load(job["device"], cell["mode"])
+                loaded_mode = cell["mode"]
+            result = _compute(adapter, cell, job["device"])
+        except Exception as err:  # noqa: BLE001 - reported in the table; the other cells go on
+            result = failures.from_exception(err)
+        write_json_atomic(cell["result_path"], result)
+    return {"status": "ok", "cells": len(job["cells"])}
+
+
+def _compute(adapter, cell, device):
+    """One cell's loss and gradient, twice (the first call with its compilation, then
+    the steady call whose arrays are kept), saved at ``cell["out_path"]``."""
     from harness.workloads import build
 
-    cell = job["cell"]
-    adapter = frameworks.get(cell["framework"])
-    adapter.load(cell["device"], cell["mode"])
-    marks.mark("loaded")
     problem = build(cell["workload"], cell["size"], cell["dtype"], seed=cell.get("seed", 0))
     params, inputs = problem.params, problem.inputs
     if cell.get("upcast"):
         params, inputs = _float64(params), _float64(inputs)
     step = adapter.value_and_grad(problem.loss, mode=cell["mode"])
-    p, i = adapter.from_numpy(params, cell["device"]), adapter.from_numpy(inputs, cell["device"])
-    marks.mark("first-call")
+    p, i = adapter.from_numpy(params, device), adapter.from_numpy(inputs, device)
     start = time.perf_counter()
     adapter.sync(step(p, i))
     first = time.perf_counter() - start
-    marks.mark("steady-call")
     start = time.perf_counter()
     loss, grads = adapter.sync(step(p, i))  # the steady state is what gets compared
     steady = time.perf_counter() - start
     loss, grads = adapter.to_numpy(loss), adapter.to_numpy(grads)
     arrays = {"loss": np.asarray(loss), **{f"grad/{k}": np.asarray(v) for k, v in grads.items()}}
-    with open(job["out_path"], "wb") as handle:
+    with open(cell["out_path"], "wb") as handle:
         np.savez(handle, **arrays)
-    return {"status": "ok", "path": job["out_path"], "first_s": first, "steady_s": steady}
+    return {"status": "ok", "path": cell["out_path"], "first_s": first, "steady_s": steady}
 
 
 def _float64(tree):

@@ -28,8 +28,8 @@ Kinds of job:
   whether the time is noisy.
 - ``reference_gradient``: the reference engine's float64 gradient of a problem, saved
   as .npz for the other cells' `grad_rel_err`.
-- ``gradient``: `harness check`'s pass, one cell's loss and gradient saved as .npz
-  (harness/measure/gradients.py).
+- ``gradients``: `harness check`'s pass, one framework's cells, each one's loss and
+  gradient saved as .npz and its result written atomically (harness/measure/gradients.py).
 
 Every failure becomes a result with a status: a MemoryError (or an allocator's
 out-of-memory message) is "oom", `Unavailable` is "unavailable", anything else "error"
@@ -420,13 +420,13 @@ def reference_gradient(job, marks):
     return {"status": "ok", "path": job["out_path"]}
 
 
-def gradient(job, marks):
-    from harness.measure.gradients import gradient_pass
+def gradients(job, marks):
+    from harness.measure.gradients import gradients_pass
 
-    return gradient_pass(job, marks)
+    return gradients_pass(job, marks)
 
 
-KINDS = {"memory": memory_pass, "time": time_pass, "reference_gradient": reference_gradient, "gradient": gradient}
+KINDS = {"memory": memory_pass, "time": time_pass, "reference_gradient": reference_gradient, "gradients": gradients}
 
 
 def exit_now(code):

@@ -86,6 +86,12 @@ class WorkerProcess:
         # says so. The time spent waiting does not count against its timeout.
         self.gated, self.released, self.ready_at = gated, not gated, None
 
+    def restart_clock(self):
+        """The timeout counts from now: a worker that runs several items, each with the
+        whole timeout (harness/gradcheck.py: one framework's cells, one after another)."""
+        if self.timeout_s is not None:
+            self.deadline = time.monotonic() + self.timeout_s
+
     def at_gate(self):
         """True while a gated worker waits at its gate (it has marked "ready")."""
         if self.released or self.ended:

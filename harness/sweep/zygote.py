@@ -350,7 +350,7 @@ class ZygotePool:
     def zygote_for(self, job, env, python):
         """The live zygote for this job's worker (started now if need be), or None."""
         cell = job.get("cell") or {}
-        framework = "reference" if job.get("kind") == "reference_gradient" else cell.get("framework")
+        framework = "reference" if job.get("kind") == "reference_gradient" else cell.get("framework", job.get("framework"))
         if self.start != "fork" or not framework or python is not None:
             return None  # a pinned version's interpreter: spawned (its zygote would serve one cell)
         key = (framework, tuple(sorted(env.items())))

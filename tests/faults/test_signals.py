@@ -68,7 +68,7 @@ def test_a_signal_mid_cell_of_a_check_kills_its_workers_and_cleans_up(tmp_path, 
     workload.write_text(HANGING)
     check = Check(tmp_path, "--workload", str(workload), "--framework", "autograd", "--mode", "eager",
                   "--dtype", "float64", "--timeout", "120")
-    wait_for(lambda: check.marked("loaded") and check.workers(), what="a check's worker mid-cell")
+    wait_for(lambda: check.marked("\"mark\": \"cell ") and check.workers(), what="a check's worker mid-cell")
     check.proc.send_signal(signum)
     code, stdout, stderr = check.finish(timeout=30)
 
