@@ -185,6 +185,9 @@ def _measure_release(adapter, release, args, where):
     try:
         env_ = envs.for_version(adapter, version)
     except Unavailable as err:
+        if release.requires_python:  # pip's "No matching distribution" does not say why
+            err = Unavailable(f"{err}\n(PyPI: {name} {version} requires Python {release.requires_python}; this is "
+                              f"{sys.version.split()[0]})")
         for cell in todo:
             results.append_record(first, results.new_record(cell, "unavailable", str(err), {"versions": {}}))
         store.write_env(out, name, version, {"unavailable": str(err)[-1500:]})

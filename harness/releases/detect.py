@@ -230,7 +230,8 @@ def _dependencies_differ(env_info, a, b):
     """{dist: [version at a, version at b]} for NumPy/SciPy when the two environments differ."""
     va = (env_info.get(a) or {}).get("versions") or {}
     vb = (env_info.get(b) or {}).get("versions") or {}
-    return {d: [va.get(d), vb.get(d)] for d in ("numpy", "scipy") if va.get(d) != vb.get(d)}
+    # both known: an environment built by an older gradmem may not list SciPy (not a difference)
+    return {d: [va[d], vb[d]] for d in ("numpy", "scipy") if va.get(d) and vb.get(d) and va[d] != vb[d]}
 
 
 def fmt(figure, number):

@@ -86,7 +86,7 @@ def test_an_uninstallable_release_is_recorded_and_the_sweep_goes_on(fake_index, 
 
 def test_a_release_pip_does_not_offer_here_is_unavailable_not_a_refusal(fake_index, monkeypatch, capsys):
     # PyPI's JSON lists 1.9.0, pip's index (here the fake one) does not (e.g. it needs a newer Python)
-    listed = [listing.Release(v, "", "") for v in ("1.8.0", "1.9.0")]
+    listed = [listing.Release("1.8.0", "", ""), listing.Release("1.9.0", "", "", ">=3.99")]
     monkeypatch.setattr(listing, "published", lambda dist: (listed, "PyPI JSON API"))
 
     def install(adapter, version, torch_index=None):
@@ -99,3 +99,4 @@ def test_a_release_pip_does_not_offer_here_is_unavailable_not_a_refusal(fake_ind
     records = results.read_records(store.merged_path(str(out), "autograd"))
     assert [(r["version"], r["status"]) for r in records] == [("1.8.0", "unavailable"), ("1.9.0", "unavailable")]
     assert "requires a different Python" in records[1]["message"]
+    assert "(PyPI: autograd 1.9.0 requires Python >=3.99; this is 3." in records[1]["message"]
