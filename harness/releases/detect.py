@@ -181,7 +181,9 @@ def parts(records, change):
         if group == "phase" and name == "total":
             continue
         found.setdefault(group, {})[name] = b[(group, name)] - a[(group, name)]
-    candidates = [(abs(d), f"{g}.{n}", d) for g, items in found.items() if g != "phase" for n, d in items.items()]
+    # a retained move is told by the kind of page kept (anon, file, shmem); a step's by its breakdown
+    group = "retained" if change.figure == "retained" else "breakdown"
+    candidates = [(abs(d), f"{group}.{n}", d) for n, d in found.get(group, {}).items()]
     if candidates:
         _, name, delta = max(candidates)
         found["moved"] = f"{name} {delta / MIB:+.2f} MiB"
