@@ -13,7 +13,7 @@ import statistics
 
 from harness.releases import detect
 from harness.report import svg
-from harness.report.fmt import esc, human_bytes
+from harness.report.fmt import esc, human_bytes, human_seconds
 from harness.report.page import CSS
 from harness.versions import index
 
@@ -103,7 +103,7 @@ def _chart(workload, mode, figure, releases, by_release, changes, starred=()):
     def y(v):
         return TOP + plot_h - (v / top) * plot_h
 
-    label = (lambda v: f"{v * 1000:.3g} ms") if unit == "seconds" else human_bytes
+    label = human_seconds if unit == "seconds" else human_bytes
     parts = [svg.text(0, 12, figure, cls="title"),
              svg.line(LEFT, TOP, LEFT, TOP + plot_h, "axis"), svg.line(LEFT, TOP + plot_h, width - 8, TOP + plot_h, "axis"),
              svg.text(LEFT - 4, TOP + 4, label(top), anchor="end", cls="small"),
