@@ -184,9 +184,11 @@ def parts(records, change):
     # a retained move is told by the kind of page kept (anon, file, shmem); a step's by its breakdown
     group = "retained" if change.figure == "retained" else "breakdown"
     candidates = [(abs(d), f"{group}.{n}", d) for n, d in found.get(group, {}).items()]
-    if candidates:
+    if candidates and max(candidates)[0] >= GRAIN_BYTES:
         _, name, delta = max(candidates)
         found["moved"] = f"{name} {delta / MIB:+.2f} MiB"
+    else:  # JAX/TF compiled: a breakdown of params only, which does not move
+        found["moved"] = f"no {group} part moved by {GRAIN_BYTES // 1024} KiB or more"
     return found
 
 

@@ -202,7 +202,7 @@ def _releases(releases, records, env_info, meta):
             + (f"<br>{esc(info.get('era_reason') or '')}" if differs else "") + "</td></tr>"
         )
     wall = meta.get("last_sweep_wall_s")
-    return (("<p>" + f"Last sweep's wall time: {wall:.0f} s." + "</p>") if wall else "") + (
+    return (("<p>" + f"Wall time of the last invocation: {wall:.0f} s (a resumed sweep counts only its own part; docs/releases.md has the whole sweep's)." + "</p>") if wall else "") + (
         "<table><thead><tr><th>release</th><th>uploaded</th><th>environment</th><th>disk</th><th>build s</th>"
         "<th>measure s</th><th>records</th><th>why not ok / why another NumPy</th></tr></thead><tbody>"
         + "".join(rows) + "</tbody></table>")
