@@ -1,4 +1,4 @@
-"""`python -m harness list|check|run|scale|report|bisect|diff`: one module per command.
+"""`python -m harness list|check|run|scale|report|bisect|releases|diff`: one module per command.
 
 Each command module defines `add_arguments(parser)` and `main(args) -> exit code`,
 and is imported only when its command runs, so `list` never pays for `report`.

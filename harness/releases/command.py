@@ -34,6 +34,7 @@ from harness import choices, frameworks, results, workloads
 from harness.frameworks.base import Unavailable
 from harness import interrupts
 from harness.sweep import command as run_sweep
+from harness.sweep import plan as cells
 from harness.sweep import resume
 from harness.releases import detect, listing, page, store
 from harness.versions import envs, index, spec
@@ -140,8 +141,19 @@ def main(args):
     return _publish(adapter, args)
 
 
+def _cells(adapter, release, args):
+    """The cells of one round of `release`, planned without asking pip's index about it:
+    PyPI's JSON lists releases pip will not install here (JAX 0.11+ needs Python 3.12),
+    which are then `unavailable` records, not a refusal of the whole sweep."""
+    return cells.expand(
+        workloads.parse(args.workload), [(adapter.name, release)], [args.size], [args.dtype], ["cpu"],
+        choices.parse_choices("mode", args.mode, choices.MODES),
+    )
+
+
 def _planned(adapter, release, args, round_file):
-    """The sweep namespace of one round of `release`, and its cells."""
+    """The sweep namespace of one round of `release` (its environment is built: the
+    sweep's plan does not ask the index about a cached one)."""
     parser = argparse.ArgumentParser()
     run_sweep.add_arguments(parser)
     ns = parser.parse_args([
@@ -150,7 +162,7 @@ def _planned(adapter, release, args, round_file):
         "--time-budget", str(args.time_budget), "--timeout", str(args.timeout), "--out", round_file,
         "--resume", "--quiet",
     ])
-    return ns, run_sweep.plan(ns)
+    return ns
 
 
 def _missing(round_file, todo):
@@ -161,7 +173,7 @@ def _missing(round_file, todo):
 def _measure_release(adapter, release, args, where):
     out, name, version = args.out, adapter.name, release.version
     first = store.round_path(out, name, 1)
-    ns, todo = _planned(adapter, version, args, first)
+    todo = _cells(adapter, version, args)
     first_missing = _missing(first, todo)
     unavailable = not first_missing and all(
         r.get("status") == "unavailable" for r in store.read(first) if r.get("version") == version)
@@ -175,6 +187,9 @@ def _measure_release(adapter, release, args, where):
     try:
         env_ = envs.for_version(adapter, version)
     except Unavailable as err:
+        if release.requires_python:  # pip's "No matching distribution" does not say why
+            err = Unavailable(f"{err}\n(PyPI: {name} {version} requires Python {release.requires_python}; this is "
+                              f"{sys.version.split()[0]})")
         for cell in todo:
             results.append_record(first, results.new_record(cell, "unavailable", str(err), {"versions": {}}))
         store.write_env(out, name, version, {"unavailable": str(err)[-1500:]})
@@ -187,6 +202,7 @@ def _measure_release(adapter, release, args, where):
         info["build_s"] = build_s
     store.write_env(out, name, version, info)
     measured = time.monotonic()
+    ns = _planned(adapter, version, args, first)
     for number in rounds_missing:
         ns.out = store.round_path(out, name, number)
         os.makedirs(os.path.dirname(ns.out), exist_ok=True)

@@ -181,10 +181,14 @@ def parts(records, change):
         if group == "phase" and name == "total":
             continue
         found.setdefault(group, {})[name] = b[(group, name)] - a[(group, name)]
-    candidates = [(abs(d), f"{g}.{n}", d) for g, items in found.items() if g != "phase" for n, d in items.items()]
-    if candidates:
+    # a retained move is told by the kind of page kept (anon, file, shmem); a step's by its breakdown
+    group = "retained" if change.figure == "retained" else "breakdown"
+    candidates = [(abs(d), f"{group}.{n}", d) for n, d in found.get(group, {}).items()]
+    if candidates and max(candidates)[0] >= GRAIN_BYTES:
         _, name, delta = max(candidates)
         found["moved"] = f"{name} {delta / MIB:+.2f} MiB"
+    else:  # JAX/TF compiled: a breakdown of params only, which does not move
+        found["moved"] = f"no {group} part moved by {GRAIN_BYTES // 1024} KiB or more"
     return found
 
 
@@ -230,7 +234,8 @@ def _dependencies_differ(env_info, a, b):
     """{dist: [version at a, version at b]} for NumPy/SciPy when the two environments differ."""
     va = (env_info.get(a) or {}).get("versions") or {}
     vb = (env_info.get(b) or {}).get("versions") or {}
-    return {d: [va.get(d), vb.get(d)] for d in ("numpy", "scipy") if va.get(d) != vb.get(d)}
+    # both known: an environment built by an older gradmem may not list SciPy (not a difference)
+    return {d: [va[d], vb[d]] for d in ("numpy", "scipy") if va.get(d) and vb.get(d) and va[d] != vb[d]}
 
 
 def fmt(figure, number):

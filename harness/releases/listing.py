@@ -23,6 +23,7 @@ class Release(NamedTuple):
     version: str
     uploaded: str  # ISO date of its first file, "" when unknown
     yanked: str  # why it was yanked ("" = not yanked; "yanked" when no reason given)
+    requires_python: str = ""  # its files' Requires-Python, as PyPI says ("" = none or unknown)
 
 
 def published(dist):
@@ -46,7 +47,8 @@ def _from_json(data):
         yanked = all(f.get("yanked") for f in files)
         reason = next((f.get("yanked_reason") for f in files if f.get("yanked_reason")), "") or "yanked"
         uploaded = min((f.get("upload_time") or "") for f in files)[:10]
-        out.append(Release(version, uploaded, reason if yanked else ""))
+        needs = next((f.get("requires_python") for f in files if f.get("requires_python")), "") or ""
+        out.append(Release(version, uploaded, reason if yanked else "", needs))
     return sorted(out, key=lambda r: index.sort_key(r.version))
 
 

@@ -13,7 +13,7 @@ import statistics
 
 from harness.releases import detect
 from harness.report import svg
-from harness.report.fmt import esc, human_bytes
+from harness.report.fmt import esc, human_bytes, human_seconds
 from harness.report.page import CSS
 from harness.versions import index
 
@@ -35,15 +35,23 @@ def render(framework, records, document, env_info, meta):
     workloads_ = sorted({r["workload"] for r in records})
     samples = detect.series(records)
     starred = {v for v, info in env_info.items() if (info or {}).get("dependency_differs")}
-    sections = []
+    sections, once, shown = [], [], []
     for workload in workloads_:
         for mode in modes:
-            charts = [_chart(workload, mode, figure, releases, samples.get((workload, mode, figure), {}), changes,
-                             starred)
-                      for figure in detect.FIGURES]
+            measured = {r for f in detect.FIGURES for r in samples.get((workload, mode, f), {})}
+            if len(measured) < 2:  # nothing to compare: named under the charts, not drawn
+                if measured:
+                    once.append(f"{workload} {mode} ({', '.join(sorted(measured))})")
+                continue
+            # a figure the cell does not have (compiled: no forward/backward split) is not drawn
+            charts = [_chart(workload, mode, figure, releases, samples[(workload, mode, figure)], changes, starred)
+                      for figure in detect.FIGURES if samples.get((workload, mode, figure))]
+            shown.append(f"{workload}-{mode}")
             sections.append(f'<section id="{esc(workload)}-{esc(mode)}"><h3>{esc(workload)} · {esc(mode)}</h3>'
                             f'<div class="charts">{"".join(charts)}</div></section>')
-    nav = "".join(f'<a href="#{esc(w)}-{esc(modes[0])}">{esc(w)}</a>' for w in workloads_)
+    if once:
+        sections.append(f'<p class="legend">Measured at one release only (nothing to compare): {esc("; ".join(once))}.</p>')
+    nav = "".join(f'<a href="#{esc(key)}">{esc(key)}</a>' for key in shown)
     title = f"gradmem: {framework} release by release"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -84,7 +92,8 @@ def _chart(workload, mode, figure, releases, by_release, changes, starred=()):
     values = [v for vs in by_release.values() for v in vs]
     top = max(values) if values else 1.0
     top = top * 1.08 if top > 0 else 1.0
-    plot_w, plot_h = W - LEFT - 8, H - TOP - BOTTOM
+    width = max(W, LEFT + 8 + 2 * PAD + 14 * len(releases))  # room for each release's label
+    plot_w, plot_h = width - LEFT - 8, H - TOP - BOTTOM
     inner = plot_w - 2 * PAD  # the first and last releases' dots clear the axes
     step = inner / max(len(releases) - 1, 1)
 
@@ -94,9 +103,9 @@ def _chart(workload, mode, figure, releases, by_release, changes, starred=()):
     def y(v):
         return TOP + plot_h - (v / top) * plot_h
 
-    label = (lambda v: f"{v * 1000:.3g} ms") if unit == "seconds" else human_bytes
+    label = human_seconds if unit == "seconds" else human_bytes
     parts = [svg.text(0, 12, figure, cls="title"),
-             svg.line(LEFT, TOP, LEFT, TOP + plot_h, "axis"), svg.line(LEFT, TOP + plot_h, W - 8, TOP + plot_h, "axis"),
+             svg.line(LEFT, TOP, LEFT, TOP + plot_h, "axis"), svg.line(LEFT, TOP + plot_h, width - 8, TOP + plot_h, "axis"),
              svg.text(LEFT - 4, TOP + 4, label(top), anchor="end", cls="small"),
              svg.text(LEFT - 4, TOP + plot_h, "0", anchor="end", cls="small")]
     medians = []
@@ -122,7 +131,7 @@ def _chart(workload, mode, figure, releases, by_release, changes, starred=()):
         tip = f"{c['before_release']} -> {c['release']}: {label(c['before'])} -> {label(c['after'])}, band {label(c['band'])}"
         parts.append(svg.line(x(i) - step / 2, TOP, x(i) - step / 2, TOP + plot_h, cls, tip))
         parts.append(f'<circle class="{cls}" cx="{x(i):.1f}" cy="{y(c["after"]):.1f}" r="6"><title>{esc(tip)}</title></circle>')
-    return svg.svg(W, H, "".join(parts), f"{workload} {mode} {figure} against the {len(releases)} releases")
+    return svg.svg(width, H, "".join(parts), f"{workload} {mode} {figure} against the {len(releases)} releases")
 
 
 def _changes(changes):
@@ -193,7 +202,7 @@ def _releases(releases, records, env_info, meta):
             + (f"<br>{esc(info.get('era_reason') or '')}" if differs else "") + "</td></tr>"
         )
     wall = meta.get("last_sweep_wall_s")
-    return (("<p>" + f"Last sweep's wall time: {wall:.0f} s." + "</p>") if wall else "") + (
+    return (("<p>" + f"Wall time of the last invocation: {wall:.0f} s (a resumed sweep counts only its own part; docs/releases.md has the whole sweep's)." + "</p>") if wall else "") + (
         "<table><thead><tr><th>release</th><th>uploaded</th><th>environment</th><th>disk</th><th>build s</th>"
         "<th>measure s</th><th>records</th><th>why not ok / why another NumPy</th></tr></thead><tbody>"
         + "".join(rows) + "</tbody></table>")

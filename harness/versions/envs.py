@@ -128,6 +128,8 @@ def build_loading(adapter_name, name, requirements, options, dists):
         return build(name, requirements, pip_options=options, dists=dists, extra_steps=(loads,))
     except era.LoadFailed as first:
         failure = first
+    if not era.about_numpy(failure):  # e.g. an adapter API the release lacks: no NumPy would help
+        raise failure
     for step in era.LADDER:
         tried = era.relaxed(requirements, step)
         try:

@@ -10,7 +10,8 @@ NumPy/SciPy than its neighbours, and the release page says so.
 
 "Loads" means gradmem's adapter loads in the environment (`adapter.load()`: the import
 and the op set gradmem builds from it), checked in a fresh interpreter running this
-checkout's harness (envs.code_path).
+checkout's harness (envs.code_path). Only a failure whose last lines name NumPy or SciPy
+climbs the ladder (`about_numpy`); any other is the release's `unavailable` reason at once.
 """
 
 import os
@@ -71,6 +72,14 @@ def check_loads(adapter_name, python, paths=()):
         import shutil
 
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def about_numpy(failure):
+    """Whether Python's last lines name NumPy or SciPy (a removed alias, an ABI
+    mismatch): only then is an older era tried. A release lacking an API gradmem's
+    adapter uses (tinygrad 0.10's helpers without NUM_CPU_THREADS) fails at once."""
+    text = str(failure).lower()
+    return "numpy" in text or "scipy" in text
 
 
 def differs(pinned, installed):

@@ -52,3 +52,19 @@ def test_no_era_loads_is_the_pinned_attempts_reason(monkeypatch, tmp_path):
     monkeypatch.setattr(envs, "runtime_pins", lambda exclude=(), also=(): ["numpy==2.4.6"])
     with pytest.raises(era.LoadFailed, match="numpy==2.4.6"):
         envs.for_version(get("autograd"), "1.0.1")
+
+
+def test_a_failure_not_about_numpy_is_not_retried_with_older_eras(monkeypatch, tmp_path):
+    monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path))
+    tried = []
+
+    def build(name, requirements, **_):
+        tried.append(requirements)
+        raise era.LoadFailed("tinygrad does not load (exit 1); Python's last lines:\n"
+                             "AttributeError: module 'tinygrad.helpers' has no attribute 'NUM_CPU_THREADS'")
+
+    monkeypatch.setattr(envs, "build", build)
+    monkeypatch.setattr(envs, "runtime_pins", lambda exclude=(), also=(): ["numpy==2.4.6"])
+    with pytest.raises(era.LoadFailed, match="NUM_CPU_THREADS"):
+        envs.for_version(get("tinygrad"), "0.10.0")
+    assert len(tried) == 1  # no NumPy would help: one build, not three

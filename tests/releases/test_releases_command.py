@@ -82,3 +82,21 @@ def test_an_uninstallable_release_is_recorded_and_the_sweep_goes_on(fake_index, 
     assert releases("--from", "1.7.0", "--workload", "chained_dot", "--size", "tiny", "--out", str(out),
                     "--resume") == 0
     assert (out / "autograd.html").read_text().count("unavailable") >= 2
+
+
+def test_a_release_pip_does_not_offer_here_is_unavailable_not_a_refusal(fake_index, monkeypatch, capsys):
+    # PyPI's JSON lists 1.9.0, pip's index (here the fake one) does not (e.g. it needs a newer Python)
+    listed = [listing.Release("1.8.0", "", ""), listing.Release("1.9.0", "", "", ">=3.99")]
+    monkeypatch.setattr(listing, "published", lambda dist: (listed, "PyPI JSON API"))
+
+    def install(adapter, version, torch_index=None):
+        raise Unavailable(f"pip install autograd=={version} failed (exit 1); the installer's last lines:\n"
+                          "ERROR: No matching distribution found (requires a different Python)")
+
+    monkeypatch.setattr(envs, "for_version", install)
+    out = fake_index / "out"
+    assert releases("--from", "1.8.0", "--workload", "chained_dot", "--size", "tiny", "--out", str(out)) == 0
+    records = results.read_records(store.merged_path(str(out), "autograd"))
+    assert [(r["version"], r["status"]) for r in records] == [("1.8.0", "unavailable"), ("1.9.0", "unavailable")]
+    assert "requires a different Python" in records[1]["message"]
+    assert "(PyPI: autograd 1.9.0 requires Python >=3.99; this is 3." in records[1]["message"]
