@@ -35,6 +35,9 @@ FIGURES = {
     "first_step_peak": ("first_step_peak_bytes", "total", "bytes"),
     "first_step_footprint": ("first_step_footprint_bytes", "total", "bytes"),
     "time": ("time_s", "total", "seconds"),
+    # the framework's own prediction of the step (harness/measure/prediction.py): beside
+    # the measured figures it tells a plan that changed from a runtime that changed
+    "predicted": ("prediction", "bytes", "bytes"),
 }
 MEANING = {
     "step_peak": "step peak: the most a steady-state step needs above the resident bytes at its start (total)",
@@ -45,6 +48,8 @@ MEANING = {
     "first_step_peak": "first-step peak: the cold first step's peak (tracing, compiling, caches)",
     "first_step_footprint": "first-step footprint: retained + peak of the cold first step",
     "time": "time: median step time (advisory: measured on a shared machine)",
+    "predicted": "predicted: the framework's own prediction of the step (its compiler's plan, not measured); "
+    "moved with the step peak: the plan changed; step peak moved alone: the runtime changed",
 }
 #: `harness bisect --metric` of each figure (stage 2 finds the commit)
 BISECT_METRIC = {
@@ -200,10 +205,11 @@ def report(records, found, framework, env_info, size="small"):
     listed = []
     for change in found.changes:
         differs = _dependencies_differ(env_info, change.before_release, change.release)
-        metric = BISECT_METRIC[change.figure]
-        command = (f"python -m harness bisect --framework {framework} --workload {change.workload} "
-                   f"--mode {change.mode} --size {size} --metric {metric} --good {change.before_release} "
-                   f"--bad {change.release}")
+        metric = BISECT_METRIC.get(change.figure)  # bisect measures; a prediction it does not bisect
+        command = None if metric is None else (
+            f"python -m harness bisect --framework {framework} --workload {change.workload} "
+            f"--mode {change.mode} --size {size} --metric {metric} --good {change.before_release} "
+            f"--bad {change.release}")
         entry = {
             "workload": change.workload, "mode": change.mode, "figure": change.figure,
             "before_release": change.before_release, "release": change.release,
@@ -213,7 +219,7 @@ def report(records, found, framework, env_info, size="small"):
             "advisory": change.advisory, "parts": parts(records, change), "dependencies_differ": differs,
             "command": command,
         }
-        if framework in PURE_PYTHON and not change.advisory:
+        if framework in PURE_PYTHON and not change.advisory and command:
             entry["commit_command"] = (command.replace(f"--good {change.before_release} --bad {change.release}",
                                                        "--repo CHECKOUT --good <tag of "
                                                        f"{change.before_release}> --bad <tag of {change.release}>"))

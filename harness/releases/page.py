@@ -153,7 +153,7 @@ def _changes(changes):
             f'<td class="num change-{c["direction"]}">{esc(label(c["figure"], c["before"]))} → '
             f'{esc(label(c["figure"], c["after"]))} ({esc(rel)})</td><td class="num">{esc(label(c["figure"], c["band"]))}</td>'
             f'<td class="message">{esc(samples)}</td><td class="message">{esc(phases)}<br>{esc(part)}</td>'
-            f'<td class="message">{esc(deps) or "same"}</td><td class="message"><code>{esc(c["command"])}</code>'
+            f'<td class="message">{esc(deps) or "same"}</td><td class="message"><code>{esc(c["command"] or "a prediction: the records of each release show it")}</code>'
             + (f'<br><code>{esc(c["commit_command"])}</code>' if c.get("commit_command") else "") + "</td></tr>"
         )
     return ("<table><thead><tr><th>workload</th><th>mode</th><th>figure</th><th>release</th><th>median before → after</th>"

@@ -85,3 +85,20 @@ def test_time_changes_are_advisory_and_the_report_says_what_moved():
     assert entry["parts"]["phase"]["forward"] == 0 and entry["parts"]["phase"]["backward"] > 3.9 * MIB
     assert "--metric total --good 1.0 --bad 1.1" in entry["command"] and "--size tiny" in entry["command"]
     assert "--repo CHECKOUT" in entry["commit_command"]  # autograd is pure Python: stage 2 finds the commit
+
+
+def test_a_moved_prediction_is_its_own_figure_beside_the_measured_ones():
+    # the plan changed (predicted +4 MiB) while the measured step peak stayed: the
+    # detector lists the prediction's move and leaves the step peak flat
+    out = []
+    for release, predicted in (("1.0", 40.0), ("1.1", 44.0)):
+        for peak in (50.0, 50.1, 49.9):
+            out.append({"workload": "chained_dot", "mode": "compiled", "status": "ok", "version": release,
+                        "peak_bytes": {"total": int(peak * MIB)}, "time_s": {"total": 0.01},
+                        "prediction": {"state": "predicted", "bytes": int(predicted * MIB)}})
+    found = detect.detect(out)
+    (change,) = changes_of(found, "predicted")
+    assert change.release == "1.1" and abs(change.delta - 4 * MIB) < 2
+    assert changes_of(found, "step_peak") == []
+    listed = detect.report(out, found, "jax", {})["changes"]
+    assert [c["command"] for c in listed if c["figure"] == "predicted"] == [None]  # nothing to bisect
