@@ -8,7 +8,8 @@ import platform
 import subprocess
 import sys
 
-PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the checkout: harness/origin.py -> harness/ -> the repository root
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @functools.lru_cache(maxsize=1)
