@@ -319,19 +319,27 @@ def append_record(path, record):
             old = b""
         if old and not old.endswith(b"\n"):
             raise RecordFileError(f"{path}: does not end with a newline; not a file this harness wrote")
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(old)
-                handle.write(line.encode("utf-8"))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        _fsync_directory(directory)
+        _replace_whole(path, old + line.encode("utf-8"))
+
+
+def _replace_whole(path, payload):
+    """`path` becomes `payload` (bytes) whole or not at all: a temporary file in the same
+    directory, flushed and fsync'ed, renamed over `path` (atomic on one file system),
+    then the directory fsync'ed; a process killed at any point leaves the old file or
+    the new one (at worst a stray temporary file, never read)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)
 
 
 def _fsync_directory(directory):
@@ -344,18 +352,7 @@ def _fsync_directory(directory):
 
 def write_json_atomic(path, payload):
     """Write one JSON document to `path` with the same temp + os.replace protocol."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, allow_nan=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    _replace_whole(path, json.dumps(payload, allow_nan=False).encode("utf-8"))
 
 
 def write_records(path, records):
@@ -366,18 +363,7 @@ def write_records(path, records):
     os.makedirs(directory, exist_ok=True)
     payload = "".join(dumps(record) for record in records).encode("utf-8")
     with _locked(path):
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        _fsync_directory(directory)
+        _replace_whole(path, payload)
 
 
 def read_records(path):
