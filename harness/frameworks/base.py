@@ -83,6 +83,12 @@ class Adapter:
         can be pinned. Default: the first of `distributions`."""
         return self.distributions[0] if self.distributions else None
 
+    def pinned_requirement(self, version):
+        """What a pinned version's environment installs (harness/versions/envs.py):
+        ``package==version`` by default; an adapter whose package needs an extra for
+        its backend (MLX on Linux: ``mlx[cpu]``) says so here."""
+        return f"{self.package}=={version}"
+
     # ---- cheap: safe in the parent ------------------------------------------------
     def available(self):
         """(True, "") when the framework is installed, else (False, reason)."""

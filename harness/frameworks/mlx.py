@@ -89,6 +89,11 @@ class MlxAdapter(Adapter):
     remats = ("none", "native")
     environment = {}
 
+    def pinned_requirement(self, version):
+        # the ``mlx`` front end alone has no backend on Linux and does not load: a pinned
+        # release needs its CPU backend of the same version, as ``pip install mlx[cpu]``
+        return f"mlx[cpu]=={version}"
+
     def __init__(self):
         self.device = "cpu"
 
@@ -192,7 +197,10 @@ class MlxAdapter(Adapter):
     def buffer_cache_on(self):
         import mlx.core as mx
 
-        mx.set_cache_limit(getattr(self, "_cache_limit", mx.get_memory_limit()))
+        # the limit buffer_cache_off replaced (mx.get_memory_limit, MLX's default, only
+        # where it was never turned off: 0.32.0 has no get_memory_limit)
+        limit = getattr(self, "_cache_limit", None)
+        mx.set_cache_limit(limit if limit is not None else mx.get_memory_limit())
 
     def buffer_cache_bytes(self):
         import mlx.core as mx

@@ -110,7 +110,7 @@ def for_version(adapter, version, torch_index=None):
             )
         if torch_index != "pypi":
             options = ["--index-url", torch_index, "--extra-index-url", "https://pypi.org/simple"]
-    requirements = [f"{package}=={version}"] + runtime_pins(exclude=(package,), also=adapter.adapter_requires)
+    requirements = [adapter.pinned_requirement(version)] + runtime_pins(exclude=(package,), also=adapter.adapter_requires)
     dists = adapter.distributions + (package,) + tuple(adapter.adapter_requires) + ("scipy",)
     return build_loading(adapter.name, name, requirements, options, dists)
 
