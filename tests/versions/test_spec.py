@@ -96,3 +96,19 @@ def test_unconfirmed_boundary_is_said():
 
     result = bisection.bisect(["a", "b", "c"], measure, 0.05)
     assert result.first_bad == "b" and result.confirmed is False
+
+
+def test_a_pinned_release_installs_what_its_adapter_names(monkeypatch):
+    # MLX's front end has no backend on Linux: `mlx==V` alone does not load (every
+    # release of a sweep came out unavailable), so its environment installs mlx[cpu]==V
+    from harness import frameworks
+    from harness.versions import envs
+
+    asked = {}
+    monkeypatch.setattr(envs, "cached", lambda name: None)
+    monkeypatch.setattr(envs, "build_loading", lambda adapter, name, requirements, options, dists:
+                        asked.setdefault(adapter, requirements))
+    envs.for_version(frameworks.get("mlx"), "0.32.0")
+    envs.for_version(frameworks.get("autograd"), "1.7.0")
+    assert asked["mlx"][0] == "mlx[cpu]==0.32.0"
+    assert asked["autograd"][0] == "autograd==1.7.0"
