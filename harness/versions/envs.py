@@ -126,16 +126,18 @@ def build_loading(adapter_name, name, requirements, options, dists):
 
     try:
         return build(name, requirements, pip_options=options, dists=dists, extra_steps=(loads,))
-    except era.LoadFailed as first:
-        failure = first
-    if not era.about_numpy(failure):  # e.g. an adapter API the release lacks: no NumPy would help
+    except Unavailable as first:  # it does not load (era.LoadFailed), or pip cannot install it
+        failure = first  # with the pinned NumPy (TensorFlow 2.17 requires numpy<2)
+    # only a failure whose last lines name NumPy/SciPy: an adapter API the release lacks,
+    # or a Python it does not support, no NumPy would help
+    if not era.about_numpy(str(failure).split("last lines:")[-1]):
         raise failure
     for step in era.LADDER:
         tried = era.relaxed(requirements, step)
         try:
             env_ = build(name, tried, pip_options=options, dists=dists + ("future",), extra_steps=(loads,),
                          annotate=lambda m, step=step: _era_note(m, requirements, step, failure))
-        except era.LoadFailed:
+        except Unavailable:
             continue
         return env_
     raise failure

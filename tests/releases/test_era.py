@@ -68,3 +68,25 @@ def test_a_failure_not_about_numpy_is_not_retried_with_older_eras(monkeypatch, t
     with pytest.raises(era.LoadFailed, match="NUM_CPU_THREADS"):
         envs.for_version(get("tinygrad"), "0.10.0")
     assert len(tried) == 1  # no NumPy would help: one build, not three
+
+
+def test_a_release_pip_cannot_install_with_the_pinned_numpy_climbs_the_ladder_too(monkeypatch, tmp_path):
+    # TensorFlow 2.17 requires numpy<2: pip's resolver refuses the pinned NumPy 2, so the
+    # install itself fails, naming NumPy in its last lines (the command line, which
+    # always names the pin, does not count)
+    monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path))
+    tried = []
+
+    def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate=None):
+        tried.append(list(requirements))
+        if "numpy==2.4.6" in requirements:
+            raise envs.Unavailable(f"pip install {' '.join(requirements)} failed (exit 1); the installer's last "
+                                   "lines:\ntensorflow-cpu 2.17.0 depends on numpy<2.0.0 and >=1.26.0")
+        manifest = {"versions": {"tensorflow-cpu": "2.17.0", "numpy": "1.26.4"}}
+        return envs.Env(str(tmp_path / name), annotate(manifest) if annotate else manifest)
+
+    monkeypatch.setattr(envs, "build", build)
+    monkeypatch.setattr(envs, "runtime_pins", lambda exclude=(), also=(): ["numpy==2.4.6"])
+    found = envs.for_version(get("tensorflow"), "2.17.0")
+    assert tried[1][1:] == ["numpy<2"]
+    assert found.manifest["dependency_differs"] == {"numpy": {"pinned": "2.4.6", "installed": "1.26.4"}}
