@@ -15,11 +15,11 @@ Kinds of job:
   step peak (above its start) and footprint (their sum); one unmeasured step with the
   adapter's counting hooks for the breakdown (harness/measure/breakdown.py); where the
   cache was off, two more steps with it on and the framework's count of what it holds
-  (the record's ``buffer_cache``), preceded by the framework's own prediction of the
-  step where it has one (the record's ``prediction``, harness/measure/prediction.py);
-  then, for NumPy-based engines, one more step under tracemalloc; last, one more
-  forward (and backward) listing which op made each saved activation (the record's
-  ``saved_by_op``: harness/measure/saved_ops.py). Buffers a compiled step keeps for
+  (the record's ``buffer_cache``); then, for NumPy-based engines, one more step under
+  tracemalloc; one more forward (and backward) listing which op made each saved
+  activation (the record's ``saved_by_op``: harness/measure/saved_ops.py); last, the
+  framework's own prediction of the step where it has one (the record's
+  ``prediction``, harness/measure/prediction.py), after the result so far is written. Buffers a compiled step keeps for
   itself between calls (TinyJit's:
   `Adapter.step_held_bytes`) are counted in its step peak, not in retained.
 - ``time``: the cold first step timed (`compile_s`: trace/compile/first-call costs),
@@ -63,6 +63,7 @@ def main(argv=None, parent_pid=None):
     _limit_address_space(job.get("memory_limit"))  # first, before any framework import
     marks = Marks(job.get("marks_path"))
     marks.mark("start")
+    job["result_path"] = result_path  # a pass may write what it has early (_prediction)
     try:
         result = KINDS[job["kind"]](job, marks)
     except BaseException as err:  # noqa: BLE001 - every failure must become a status
@@ -155,7 +156,7 @@ def _jsonable(value):
 
 # ---- the memory pass ---------------------------------------------------------------------
 def memory_pass(job, marks):
-    from harness.measure import breakdown, prediction, probes
+    from harness.measure import breakdown, probes
     from harness.measure.cuda import DeviceMeter
     from harness.measure.memory_meter import MemoryMeter, median_step
     from harness.measure.phases import NullMeter, settle_and_reset
@@ -216,19 +217,13 @@ def memory_pass(job, marks):
     settle_and_reset(rss)
     marks.mark("breakdown")
     breakdown_bytes, breakdown_method = breakdown.assemble(breakdown.count(adapter, step), steady)
-    # The framework's own prediction of the step (harness/measure/prediction.py): after
-    # every measured step, before the cache is turned on again.
-    predicted = None
-    if job.get("predict", True):
-        marks.mark("prediction")
-        predicted = prediction.take(adapter, problem.loss, step.params, step.inputs, cell["mode"])
     buffer_cache = _buffer_cache(adapter, step, cache_off, held) if cache_off else None
 
     traced = None
     if job.get("tracemalloc"):
         traced = _traced_step(step, rss)
 
-    return {
+    result = {
         "status": "ok",
         "retained_bytes": steady["retained_bytes"],
         "retained_detail_bytes": steady["retained_detail_bytes"],
@@ -245,7 +240,7 @@ def memory_pass(job, marks):
         "breakdown_method": breakdown_method,
         "saved_by_op": _saved_by_op(adapter, step, rss, marks),
         "buffer_cache": buffer_cache,
-        "prediction": predicted,
+        "prediction": None,
         "bound_bytes": problem.bound_bytes,
         "bound_source": problem.bound_source,  # declared, or derived (harness/workloads/derived_bound.py)
         "tracemalloc_peak_bytes": traced,
@@ -256,6 +251,25 @@ def memory_pass(job, marks):
         "hwm_method": rss.method,
         **info,
     }
+    if job.get("predict", True):
+        result["prediction"] = _prediction(job, result, adapter, problem, step, marks)
+    return result
+
+
+def _prediction(job, result, adapter, problem, step, marks):
+    """The framework's own prediction of the step (harness/measure/prediction.py), taken
+    last, after every measured figure. A predictor can kill the process (TensorFlow
+    2.17's XLA compile dies of SIGILL on this CPU), so what was measured is written first,
+    saying so: if the worker dies now, the parent reads that result, not a crash."""
+    from harness.measure import prediction
+    from harness.results import write_json_atomic
+
+    if job.get("result_path"):
+        died = {"state": "failed", "reason": "the worker died while the framework predicted (its predictor "
+                "crashed the process; every measured figure was taken before)"}
+        write_json_atomic(job["result_path"], dict(result, prediction=died))
+    marks.mark("prediction")
+    return prediction.take(adapter, problem.loss, step.params, step.inputs, job["cell"]["mode"])
 
 
 def _saved_by_op(adapter, step, rss, marks):

@@ -64,6 +64,23 @@ def test_no_prediction_leaves_the_key_out_of_the_record(tmp_path):
     assert record["status"] == "ok" and record["prediction"] is None
 
 
+def test_a_predictor_that_kills_the_worker_loses_no_measured_figure(tmp_path):
+    # TensorFlow 2.17's XLA compile dies of SIGILL here: the pass writes what it
+    # measured before predicting, so a crash there is a failed prediction, not a cell
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.jsonl"
+    env = dict(os.environ, GRADMEM_TEST_PLANT="crash:prediction")  # os.abort() at the mark
+    subprocess.run([sys.executable, "-m", "harness", "run", "--framework", "reference", "--workload",
+                    "chained_dot", "--size", "tiny", "--quiet", "--out", str(out)], check=True, env=env)
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["status"] == "ok" and record["peak_bytes"]["total"] >= 0 and record["time_s"]
+    assert record["prediction"]["state"] == "failed" and "died" in record["prediction"]["reason"]
+
+
 # ---- the states, without a framework ------------------------------------------------
 class _Adapter:
     def __init__(self, answer):
