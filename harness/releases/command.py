@@ -39,7 +39,7 @@ from harness.sweep import resume
 from harness.releases import detect, listing, page, store
 from harness.versions import envs, index, spec
 
-DEFAULT_OUT = "results/releases"
+DEFAULT_OUT = "releases"
 
 
 def add_arguments(parser):
