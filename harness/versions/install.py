@@ -14,6 +14,7 @@ import time
 from harness import interrupts
 
 TAIL_LINES = 15
+LINE_CHARS = 400
 POLL_S = 0.05
 
 
@@ -64,5 +65,15 @@ def tail(path, lines=TAIL_LINES):
             text = handle.read()
     except OSError:
         return ""
-    kept = [line for line in text.splitlines() if line.strip()]
+    kept = [_shortened(line) for line in text.splitlines() if line.strip()]
     return "\n".join(kept[-lines:])
+
+
+def _shortened(line, most=LINE_CHARS):
+    """A line kept whole up to `most` characters, else its two ends: pip's "(from
+    versions: 0.0.1, ..., 0.10.2)" line runs to 2,000 characters and pushed the
+    ERROR line after it out of a reason cut to its last characters."""
+    if len(line) <= most:
+        return line
+    half = (most - 5) // 2
+    return f"{line[:half]} ... {line[-half:]}"
