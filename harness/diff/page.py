@@ -4,7 +4,7 @@ nothing fetched), so it opens from disk like the comparison page (harness/report
 import os
 
 from harness.diff.compare import moved
-from harness.diff.text import aggregation_sentence
+from harness.diff.text import aggregation_sentence, saved_side_sentence
 from harness.measure.breakdown import RSS_METHOD
 from harness.report.build import write_atomically
 from harness.report.fmt import esc, human_bytes, human_seconds
@@ -111,16 +111,7 @@ def _signed(value):
 
 
 def _saved(s):
-    notes = []
-    for side in ("a", "b"):
-        info = s[side]
-        if not info["present"]:
-            notes.append(f"{side.upper()}: not recorded (a record from before saved_by_op).")
-        elif not info["has_ops"]:
-            notes.append(f"{side.upper()}: none: {info['method']}.")
-        else:
-            notes.append(f"{side.upper()}: {_fmt(info['bytes'])} listed of {_fmt(info['saved_activations_bytes'])} "
-                         f"saved activations ({info['method']}).")
+    notes = [saved_side_sentence(side, s[side]) + "." for side in ("a", "b")]
     if not s["rows"]:
         return esc(" ".join(notes)), ""
 

@@ -101,17 +101,19 @@ def aggregation_sentence(agg):
             f"{agg['method']})")
 
 
+def saved_side_sentence(side, info):
+    """What one side's record says of its saved-by-op list (compare.saved_by_op's summary)."""
+    if not info["present"]:
+        return f"{side.upper()}: not recorded (a record from before saved_by_op)"
+    if not info["has_ops"]:
+        return f"{side.upper()}: none: {info['method']}"
+    return (f"{side.upper()}: {_fmt(info['bytes'])} listed of {_fmt(info['saved_activations_bytes'])} "
+            f"saved activations ({info['method']})")
+
+
 def _saved_by_op(s):
     out = ["Saved activations by op (the op that made each buffer; biggest difference first)"]
-    for side in ("a", "b"):
-        info = s[side]
-        if not info["present"]:
-            out.append(f"  {side.upper()}: not recorded (a record from before saved_by_op)")
-        elif not info["has_ops"]:
-            out.append(f"  {side.upper()}: none: {info['method']}")
-        else:
-            out.append(f"  {side.upper()}: {_fmt(info['bytes'])} listed of {_fmt(info['saved_activations_bytes'])} "
-                       f"saved activations ({info['method']})")
+    out += [f"  {saved_side_sentence(side, s[side])}" for side in ("a", "b")]
     if not s["rows"]:
         return out
     rows = [("op", "A", "B", "B - A", "  names (A / B)")]

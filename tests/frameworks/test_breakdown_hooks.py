@@ -7,24 +7,16 @@ nothing more, the two must meet."""
 
 import pytest
 
-from harness import frameworks, workloads
+from harness import workloads
 from harness.frameworks.base import Adapter
 from harness.measure import breakdown
-from harness.measure.phases import Step
+from one_step import stepped
 
 pytestmark = pytest.mark.slow  # acceptance: every framework's breakdown at small
 
 
 def counted(name, workload, size="small", optimizer=None):
-    adapter = frameworks.get(name)
-    ok, why = adapter.available()
-    if not ok:
-        pytest.skip(why)
-    adapter.load("cpu", "eager")
-    problem = workloads.build(workload, size, "float32")
-    params, inputs = adapter.from_numpy(problem.params), adapter.from_numpy(problem.inputs)
-    step = Step(adapter, problem.loss, params, inputs, "eager", optimizer)
-    step.run(breakdown.NullMeter())  # the optimizer's state exists after a first step
+    adapter, step, problem = stepped(name, workload, size, optimizer)  # the optimizer's state exists after it
     found = breakdown.count(adapter, step)
     return found, problem
 

@@ -11,20 +11,14 @@ import pytest
 from harness import frameworks, workloads
 from harness.measure import saved_ops
 from harness.measure.phases import NullMeter, Step
+from one_step import stepped
 from own_process import OWN_PROCESS, in_this_process
+
 
 def measured(name, workload, size="tiny"):
     if not in_this_process(name):
         pytest.skip(OWN_PROCESS[name])
-    adapter = frameworks.get(name)
-    ok, why = adapter.available()
-    if not ok:
-        pytest.skip(why)
-    adapter.load("cpu", "eager")
-    problem = workloads.build(workload, size, "float32")
-    params, inputs = adapter.from_numpy(problem.params), adapter.from_numpy(problem.inputs)
-    step = Step(adapter, problem.loss, params, inputs, "eager")
-    step.run(NullMeter())
+    adapter, step, problem = stepped(name, workload, size)
     return saved_ops.measure(adapter, step), problem
 
 
