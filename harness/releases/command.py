@@ -25,7 +25,6 @@ are records), 2 for bad input, 128 + the signal when stopped.
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -216,7 +215,7 @@ def _measure_release(adapter, release, args, where):
         store.merge(out, name, args.repeats)
     store.write_env(out, name, version, {"measure_s": round(time.monotonic() - measured, 1)})
     if not args.keep_envs and not was_cached:
-        shutil.rmtree(env_.path, ignore_errors=True)
+        envs.remove(env_.path)
         store.write_env(out, name, version, {"pruned": True})
     return 0
 

@@ -239,6 +239,23 @@ def _made_once(name, fill):
                 shutil.rmtree(scratch, ignore_errors=True)
 
 
+def remove(path):
+    """Delete a built environment so that no reader ever finds it half-deleted: it is
+    renamed out of its place first (one atomic step, under its build lock), then
+    removed. A removal cut short (a restart mid-rmtree) once left a manifest over an
+    environment without NumPy's or TensorFlow's files, and the next sweep took it as
+    built: every cell an ImportError."""
+    os.makedirs(cache_root(), exist_ok=True)
+    trash = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.removing-", dir=cache_root())
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            os.rename(path, os.path.join(trash, "env"))
+        except FileNotFoundError:
+            pass
+    shutil.rmtree(trash, ignore_errors=True)
+
+
 def _step(command, log, what):
     code, last = install.run(command, log, timeout_s=PIP_TIMEOUT_S)
     if code != 0:

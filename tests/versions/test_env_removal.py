@@ -1,0 +1,47 @@
+"""A pruned environment is gone whole or not at all (harness/versions/envs.py: remove)."""
+
+import json
+import os
+import shutil
+
+from harness.versions import envs
+
+
+def _built(tmp_path, monkeypatch, name):
+    monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path / "envs"))
+    path = envs.env_path(name)
+    os.makedirs(os.path.join(path, "lib", "numpy"))
+    with open(os.path.join(path, envs.MANIFEST), "w", encoding="utf-8") as handle:
+        json.dump({"name": name, "versions": {}}, handle)
+    assert envs.cached(name) is not None
+    return path
+
+
+def test_removed_environment_is_not_cached_and_leaves_nothing(tmp_path, monkeypatch):
+    path = _built(tmp_path, monkeypatch, "x-1.0")
+    envs.remove(path)
+    assert envs.cached("x-1.0") is None
+    assert sorted(os.listdir(envs.cache_root())) == ["x-1.0-" + envs.python_tag() + ".lock"]
+
+
+def test_a_removal_cut_short_never_leaves_a_manifest_over_a_partial_environment(tmp_path, monkeypatch):
+    path = _built(tmp_path, monkeypatch, "x-1.0")
+
+    def cut_short(target, *args, **kwargs):
+        # the first file goes, then the process dies (as a restart did mid-rmtree)
+        os.rmdir(os.path.join(target, "env", "lib", "numpy"))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "rmtree", cut_short)
+    try:
+        envs.remove(path)
+    except KeyboardInterrupt:
+        pass
+    assert envs.cached("x-1.0") is None  # the next sweep builds it again
+    assert not os.path.exists(path)
+
+
+def test_removing_an_absent_environment_is_quiet(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path / "envs"))
+    envs.remove(envs.env_path("never-built"))
+    assert envs.cached("never-built") is None
