@@ -9,13 +9,17 @@ with their own requirements resolved against gradmem's pins; compiled ones only 
 the user's ``--build-hook CMD``, run in a scratch worktree of the commit with
 ``$GRADMEM_WHEEL_DIR`` where it must leave the wheel(s) to install.
 
-Environments are cached like releases' (envs.py): ``NAME-commit-base`` (gradmem's and the
-adapter's requirements) once, and per commit a layer ``NAME-commit-SHA12`` holding only
-the commit's package (``pip install --no-deps --target``; a commit needing a dependency
-the base lacks fails at import, recorded as that probe's error).
+Environments are cached like releases' (envs.py): ``NAME-commit-base-HASH`` (gradmem's,
+the adapter's and the framework's own requirements as the release installed here
+declares them, pinned to the versions installed here; HASH names that list) once, and
+per commit a layer ``NAME-commit-SHA12`` holding only the commit's package (``pip install
+--no-deps --target``; a commit needing a dependency the base lacks fails at import,
+recorded as that probe's error).
 """
 
 import glob
+import hashlib
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -83,9 +87,10 @@ def environment(adapter, repo, commit, build_hook=None):
             f"{adapter.name} is compiled: a commit is installed only through --build-hook CMD "
             f"(run in a checkout of the commit; it must leave a wheel in $GRADMEM_WHEEL_DIR)"
         )
-    pins = envs.runtime_pins(also=adapter.adapter_requires)
+    pins = list(dict.fromkeys(envs.runtime_pins(also=tuple(adapter.adapter_requires) + _framework_requirements(adapter))))
     dists = adapter.distributions + tuple(adapter.adapter_requires)
-    base_name = f"{adapter.name}-commit-base"
+    # named by what it holds: a base cached before it held the framework's requirements is not reused
+    base_name = f"{adapter.name}-commit-base-{hashlib.sha256(' '.join(sorted(pins)).encode()).hexdigest()[:8]}"
     # an adapter may name an older era's requirements (2017 autograd: NumPy 1.23, future)
     era = getattr(adapter, "commit_requirements", lambda repo, commit: None)(repo, commit)
     if era is not None:
@@ -106,6 +111,20 @@ def environment(adapter, repo, commit, build_hook=None):
             shutil.rmtree(scratch, ignore_errors=True)
 
     return envs.layer(f"{adapter.name}-commit-{commit[:12]}", base, install_commit, dists=(adapter.package,))
+
+
+def _framework_requirements(adapter):
+    """The framework's own runtime requirements as the release installed here declares
+    them (pinned by runtime_pins to the versions installed here): a commit near that
+    release needs much the same, and its layer is installed with --no-deps. Without
+    them PyTensor's commits did not import (no module named 'cons')."""
+    found = []
+    for dist in adapter.distributions:
+        try:
+            found += [r for r in importlib.metadata.requires(dist) or [] if "extra ==" not in r]
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return tuple(found)
 
 
 def _source(repo, commit, scratch, log):

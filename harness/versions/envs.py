@@ -203,7 +203,12 @@ def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate
 def layer(name, base, install_into, dists):
     """An environment `name` made of `base`'s interpreter and a directory of its own
     (``site``, first on PYTHONPATH) that `install_into(python, site, log)` fills (``pip
-    install --target``): one commit's install on top of shared requirements."""
+    install --target``): one commit's install on top of shared requirements. A cached
+    layer made on another base (one since renamed for what it holds) is made again: its
+    install ran against that base's packages, and its interpreter is that base's."""
+    found = cached(name)
+    if found is not None and found.manifest.get("layer_of") != base.path:
+        remove(found.path)
 
     def fill(scratch, log):
         site = os.path.join(scratch, "site")

@@ -45,3 +45,21 @@ def test_removing_an_absent_environment_is_quiet(tmp_path, monkeypatch):
     monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path / "envs"))
     envs.remove(envs.env_path("never-built"))
     assert envs.cached("never-built") is None
+
+
+def test_a_layer_made_on_another_base_is_made_again(tmp_path, monkeypatch):
+    old_base = envs.Env(_built(tmp_path, monkeypatch, "base-old"), {"versions": {}})
+    new_base = envs.Env(_built(tmp_path, monkeypatch, "base-new"), {"versions": {}})
+    monkeypatch.setattr(envs, "installed_versions", lambda python, dists, site: {})
+    made_on = []
+
+    def install_into(python, site, log):
+        os.makedirs(site)
+        made_on.append(python)
+
+    first = envs.layer("x-commit-1", old_base, install_into, dists=())
+    assert envs.layer("x-commit-1", old_base, install_into, dists=()).path == first.path
+    assert made_on == [old_base.python]  # cached on the same base
+    again = envs.layer("x-commit-1", new_base, install_into, dists=())
+    assert made_on == [old_base.python, new_base.python]
+    assert again.manifest["layer_of"] == new_base.path
