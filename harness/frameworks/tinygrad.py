@@ -82,6 +82,14 @@ kernel still queued on the device's thread once the cache was off (SIGSEGV): its
 synchronise the device first, as 0.12+ do (`_synchronize_before_free`, said in the
 record's ``buffer_cache``). 0.10.0 has no ``Tensor.gradient``: unavailable.
 
+Sync: the CPU device runs kernels on threads of its own, so ``sync`` waits for the
+device (``Device.synchronize``) after realizing: a TinyJit replay returns when its
+kernels are queued, and on 0.11-0.13 (small chained_dot) the 48-96 MiB of buffers its
+replays write became resident one or two steps after the step that wrote them, outside
+that step's window (its retained came out negative once those buffers were counted into
+its peak). 0.14's figures did not move with it (the buffers are resident from the
+capturing call); its compiled *time* now includes the kernels, not only their queueing.
+
 Optimizer: the base class's functional SGD/Adam on the op set, its new params and
 moments realised in one schedule (``optimizer``); ``tinygrad.nn.optim`` updates
 tensors in place through their ``.grad``, which the step's returned gradients are not.
@@ -178,12 +186,17 @@ class TinygradAdapter(Adapter):
         return tree.numpy()
 
     def sync(self, tree):
-        from tinygrad import Tensor
+        from tinygrad import Device, Tensor
 
         tensors = list(tree.values()) if isinstance(tree, dict) else [tree]
         tensors = [t for t in tensors if isinstance(t, Tensor)]
         if tensors:
             Tensor.realize(*tensors)
+        # The CPU device runs kernels on threads of its own (HCQ queues, 0.11+) and a
+        # TinyJit replay returns once they are queued: realize() of its already-realized
+        # outputs waits for nothing. Measured on 0.11-0.13: the replays' buffers became
+        # resident one or two steps late, in a later step's window (module docstring).
+        Device[Device.DEFAULT].synchronize()
         return tree
 
     def value_and_grad(self, loss_fn, mode="eager"):
