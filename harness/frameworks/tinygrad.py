@@ -69,6 +69,27 @@ value came out 0): the polynomial is computed once, and the check's first step t
 
 Threads: ``NUM_CPU_THREADS`` (the CPU device's kernel threads) from GRADMEM_THREADS.
 
+Older releases (the release sweep, docs/releases.md): written against 0.14; where an
+older release names a knob otherwise, the adapter uses what that release has, each
+fallback commented with the releases that need it: threads through ``CPU_COUNT``
+(0.12-0.13; set before the C renderer is imported), none in 0.10.x-0.11 (one kernel
+thread: the settings say so); the CPU device chosen by ``Device.DEFAULT`` (no ``DEV``
+before 0.13) and named ``CLANG`` in 0.10.1; ``Tensor.lazydata`` and ``tinygrad.ops``
+in 0.10.x; a TinyJit's buffers read from its captured ExecItems before 0.13
+(`_jit_cache_buffers`); the buffers' page kind read from the CPU allocator (0.11's
+and 0.10.x's are anonymous, not shmem). 0.11's allocator freed a buffer under a
+kernel still queued on the device's thread once the cache was off (SIGSEGV): its frees
+synchronise the device first, as 0.12+ do (`_synchronize_before_free`, said in the
+record's ``buffer_cache``). 0.10.0 has no ``Tensor.gradient``: unavailable.
+
+Sync: the CPU device runs kernels on threads of its own, so ``sync`` waits for the
+device (``Device.synchronize``) after realizing: a TinyJit replay returns when its
+kernels are queued, and on 0.11-0.13 (small chained_dot) the 48-96 MiB of buffers its
+replays write became resident one or two steps after the step that wrote them, outside
+that step's window (its retained came out negative once those buffers were counted into
+its peak). 0.14's figures did not move with it (the buffers are resident from the
+capturing call); its compiled *time* now includes the kernels, not only their queueing.
+
 Optimizer: the base class's functional SGD/Adam on the op set, its new params and
 moments realised in one schedule (``optimizer``); ``tinygrad.nn.optim`` updates
 tensors in place through their ``.grad``, which the step's returned gradients are not.
@@ -76,6 +97,7 @@ tensors in place through their ``.grad``, which the step's returned gradients ar
 
 import os
 import shutil
+import sys
 import types
 
 from harness.frameworks import remat as remat_lib
@@ -117,17 +139,20 @@ class TinygradAdapter(Adapter):
         if not ok:
             raise Unavailable(reason)
         count = threads.thread_count()
-        from tinygrad import Device, helpers
+        from tinygrad import Device, Tensor, helpers
 
-        helpers.NUM_CPU_THREADS.value = count
+        if not hasattr(Tensor, "gradient"):  # 0.10.0: backward() into .grad only
+            raise Unavailable("this tinygrad has no Tensor.gradient (the step takes the loss's gradients "
+                              "with it, as returned values; 0.10.0 has only backward() into .grad)")
+        thread_knob = _set_cpu_threads(helpers, count)
         if device == "cuda":
             _use_cuda_or_raise(Device, helpers)
         else:
-            helpers.DEV.value = "CPU"
+            _use_cpu(Device, helpers)
         self.device = device
         self._settings = {
             "threads": count,
-            "tinygrad NUM_CPU_THREADS": helpers.NUM_CPU_THREADS.value,
+            **thread_knob,
             "tinygrad device": Device.DEFAULT,
             "CC": os.environ.get("CC", "clang"),
             "kernel cache": str(helpers.CACHEDB),
@@ -161,12 +186,17 @@ class TinygradAdapter(Adapter):
         return tree.numpy()
 
     def sync(self, tree):
-        from tinygrad import Tensor
+        from tinygrad import Device, Tensor
 
         tensors = list(tree.values()) if isinstance(tree, dict) else [tree]
         tensors = [t for t in tensors if isinstance(t, Tensor)]
         if tensors:
             Tensor.realize(*tensors)
+        # The CPU device runs kernels on threads of its own (HCQ queues, 0.11+) and a
+        # TinyJit replay returns once they are queued: realize() of its already-realized
+        # outputs waits for nothing. Measured on 0.11-0.13: the replays' buffers became
+        # resident one or two steps late, in a later step's window (module docstring).
+        Device[Device.DEFAULT].synchronize()
         return tree
 
     def value_and_grad(self, loss_fn, mode="eager"):
@@ -192,9 +222,12 @@ class TinygradAdapter(Adapter):
     def buffer_cache_off(self):
         from tinygrad import Device, helpers
 
-        helpers.LRU.value = 0  # LRUAllocator.free reads it on every free
-        Device[Device.DEFAULT].allocator.free_cache()
-        return "tinygrad's LRU buffer cache off (helpers.LRU = 0, cached buffers freed)"
+        # LRUAllocator.free reads it on every free (0.10.1+ import this ContextVar by name)
+        helpers.LRU.value = 0
+        allocator = Device[Device.DEFAULT].allocator
+        synced = _synchronize_before_free(allocator)
+        allocator.free_cache()
+        return "tinygrad's LRU buffer cache off (helpers.LRU = 0, cached buffers freed)" + synced
 
     def buffer_cache_on(self):
         from tinygrad import helpers
@@ -205,8 +238,7 @@ class TinygradAdapter(Adapter):
         held = sum(_jit_buffer_bytes(jit) for jit in self._jits)
         if not held:
             return None
-        # CPUAllocator maps MAP_ANON | MAP_SHARED: the kernel counts them as shmem pages
-        return held, "shmem", ("the buffers TinyJit allocated on its capturing call and reuses every call "
+        return held, _buffer_page_kind(), ("the buffers TinyJit allocated on its capturing call and reuses every call "
                                "(tinygrad Buffer.nbytes of the captured program's buffers, each base once)")
 
     def buffer_cache_bytes(self):
@@ -245,13 +277,12 @@ class TinygradAdapter(Adapter):
         """Keyed by the device buffer under a tensor's movement ops (a gradient may be a
         transposed view: rnn_fanout's W); a tensor with no buffer under it (not
         realised) counts its own bytes."""
-        from tinygrad.uop.ops import Ops
-
         from harness.frameworks.base import leaves
 
+        Ops = _ops_enum()
         found = {}
         for tensor in leaves(tree):
-            base = tensor.uop.base
+            base = _uop(tensor).base
             if base.op is Ops.BUFFER:
                 buffer = base.buffer.base
                 found[id(buffer)] = buffer.nbytes
@@ -289,10 +320,12 @@ def _jitted(step, TinyJit):
 def _jit_buffers(jit):
     """The allocated buffers a captured TinyJit keeps between calls (the captured
     program's written buffers: intermediates and outputs), each base once."""
-    from tinygrad.engine.jit import buffers
-
     if jit.captured is None:
         return []
+    if not hasattr(jit.captured, "_written_uops"):  # 0.10.3-0.12: a list of ExecItems
+        return _jit_cache_buffers(jit.captured)
+    from tinygrad.engine.jit import buffers
+
     found = {}
     for uop in jit.captured._written_uops:
         buffer = buffers.get(uop)
@@ -302,8 +335,45 @@ def _jit_buffers(jit):
     return list(found.values())
 
 
+def _jit_cache_buffers(captured):
+    """0.10.3-0.12: the buffers of the captured kernels (``CapturedJit.jit_cache``, the
+    ExecItems as captured: a graph runner that replaces them, e.g. the CPU's HCQGraph,
+    lists only the inputs) less their input slots (``input_replace``); what is left is
+    the step's intermediates and outputs."""
+    inputs = set(captured.input_replace)  # (item, slot) of every input buffer
+    found = {}
+    for j, item in enumerate(captured.jit_cache):
+        for i, one in enumerate(item.bufs):
+            if one is not None and (j, i) not in inputs and one.is_allocated():
+                found[id(one.base)] = one.base
+    return list(found.values())
+
+
 def _jit_buffer_bytes(jit):
     return sum(b.nbytes for b in _jit_buffers(jit))
+
+
+def _synchronize_before_free(allocator):
+    """0.11: the CPU device runs kernels on a thread of its own, and its allocator frees a
+    buffer at once (no ``_free``: the mmap goes with the Python object), while a queued
+    kernel may still use it. With the cache on a freed buffer stays mapped in the cache;
+    with it off the worker died of SIGSEGV inside ``CPUComputeQueue._exec`` (eager
+    chained_dot, 3 of 4 runs). 0.12+'s ``HCQAllocator._free`` synchronizes the device
+    first; this does the same for an allocator of a device that has a queue and no
+    ``_free`` of its own. '' where nothing was changed (0.10.x run kernels on the calling
+    thread; 0.12+)."""
+    from tinygrad.device import Allocator
+
+    dev = getattr(allocator, "dev", None)
+    if type(allocator)._free is not Allocator._free or not hasattr(dev, "synchronize"):
+        return ""
+
+    def _free(opaque, options=None):
+        dev.synchronize()  # the kernels queued before this free are done with it
+
+    allocator._free = _free
+    return (" (this release's allocator frees without waiting for queued kernels: each free now "
+            "synchronizes the device first, as 0.12+'s HCQAllocator._free does)")
 
 
 def _use_cuda_or_raise(Device, helpers):
@@ -311,7 +381,67 @@ def _use_cuda_or_raise(Device, helpers):
         Device["CUDA"]
     except Exception as err:  # noqa: BLE001
         raise Unavailable(f"tinygrad cannot open its CUDA device here: {type(err).__name__}: {err}") from err
-    helpers.DEV.value = "CUDA"
+    _set_default_device(Device, helpers, "CUDA")
+
+
+def _use_cpu(Device, helpers):
+    # 0.10.0-0.10.1: the clang CPU device is CLANG (runtime/ops_clang.py); CPU from 0.10.2
+    name = "CPU" if "CPU" in getattr(Device, "_devices", ("CPU",)) else "CLANG"
+    _set_default_device(Device, helpers, name)
+    if Device.DEFAULT != name:
+        raise Unavailable(f"tinygrad's default device is {Device.DEFAULT!r}, not {name!r}")
+
+
+def _set_default_device(Device, helpers, name):
+    if hasattr(helpers, "DEV"):
+        helpers.DEV.value = name
+    else:  # 0.10.3-0.12: no DEV; Device.DEFAULT is a cached_property users assign
+        Device.DEFAULT = name
+
+
+# ---- what older releases name otherwise (0.14 is the first branch of each) ---------------
+def _set_cpu_threads(helpers, count):
+    """The CPU device's kernel threads, and the settings that say what was set."""
+    if hasattr(helpers, "NUM_CPU_THREADS"):
+        helpers.NUM_CPU_THREADS.value = count
+        return {"tinygrad NUM_CPU_THREADS": helpers.NUM_CPU_THREADS.value}
+    if hasattr(helpers, "CPU_COUNT"):  # 0.12-0.13: CPU_COUNT, read by the C renderer's class
+        # body (global_max) when it is imported, i.e. when the CPU device first opens
+        if "tinygrad.renderer.cstyle" in sys.modules:
+            raise Unavailable("tinygrad's C renderer was imported before CPU_COUNT could be set "
+                              "(its kernel thread count is fixed at import)")
+        helpers.CPU_COUNT.value = count
+        return {"tinygrad CPU_COUNT": helpers.CPU_COUNT.value}
+    # 0.10.x-0.11: the CPU device runs each kernel on one thread, with no setting
+    return {"tinygrad kernel threads": "1 (this release's CPU device has no thread setting)"}
+
+
+def _buffer_page_kind():
+    """The page kind RSS files the CPU device's buffers under: 0.12+'s CPUAllocator maps
+    MAP_ANON | MAP_SHARED (shmem pages); 0.11's maps MAP_ANON | MAP_PRIVATE and 0.10.x
+    allocates with ctypes (MallocAllocator): anonymous pages."""
+    import inspect
+
+    try:
+        from tinygrad.runtime import ops_cpu
+
+        source = inspect.getsource(ops_cpu.CPUAllocator)
+    except (ImportError, AttributeError, OSError, TypeError):
+        return "anon"
+    return "shmem" if "MAP_SHARED" in source else "anon"
+
+
+def _ops_enum():
+    try:
+        from tinygrad.uop.ops import Ops
+    except ImportError:  # 0.10.x: tinygrad.ops
+        from tinygrad.ops import Ops
+    return Ops
+
+
+def _uop(tensor):
+    # 0.10.x: Tensor.lazydata (renamed Tensor.uop in 0.11)
+    return tensor.uop if hasattr(tensor, "uop") else tensor.lazydata
 
 
 

@@ -111,6 +111,51 @@ def test_tinygrad_realizes_loss_and_every_gradient_in_one_schedule(monkeypatch):
     assert all(g.uop.is_realized for g in grads.values())
 
 
+def test_tinygrad_older_releases_jit_buffers_are_the_captured_kernels_less_their_inputs():
+    # 0.10.x-0.12 keep a TinyJit's kernels as ExecItems (CapturedJit.jit_cache); the
+    # input slots (input_replace) are not the JIT's own; each base buffer counts once.
+    from harness.frameworks.tinygrad import _jit_cache_buffers
+
+    class Buf:
+        def __init__(self, nbytes, base=None, allocated=True):
+            self.nbytes, self._base, self.allocated = nbytes, base, allocated
+
+        @property
+        def base(self):
+            return self._base or self
+
+        def is_allocated(self):
+            return self.allocated
+
+    out, mid, whole, param, freed = Buf(8), Buf(16), Buf(32), Buf(64), Buf(128, allocated=False)
+    view = Buf(4, base=whole)
+    item = lambda *bufs: type("ExecItem", (), {"bufs": list(bufs)})()  # noqa: E731
+    captured = type("CapturedJit", (), {
+        "jit_cache": [item(mid, param, None), item(out, mid, view), item(whole, freed)],
+        "input_replace": {(0, 1): 0},
+    })()
+    assert sorted(b.nbytes for b in _jit_cache_buffers(captured)) == [8, 16, 32]
+
+
+def test_tinygrad_compat_fallbacks_leave_the_installed_release_as_it_was():
+    # The newest release (the adapter's first branch everywhere): its own knobs, its
+    # allocator untouched, its buffers MAP_SHARED (shmem pages)
+    adapter = _needs("tinygrad").load("cpu", "eager")
+    from tinygrad import helpers
+
+    if not hasattr(helpers, "NUM_CPU_THREADS"):
+        pytest.skip("an older tinygrad is installed")
+    from harness.frameworks.tinygrad import _buffer_page_kind
+
+    assert "tinygrad NUM_CPU_THREADS" in adapter.settings()
+    assert adapter.settings()["tinygrad device"] == "CPU"
+    try:
+        assert adapter.buffer_cache_off() == "tinygrad's LRU buffer cache off (helpers.LRU = 0, cached buffers freed)"
+    finally:
+        adapter.buffer_cache_on()
+    assert _buffer_page_kind() == "shmem"
+
+
 # ---- PaddlePaddle ------------------------------------------------------------------------
 def test_paddle_offers_both_recompute_variants_and_records_which():
     assert frameworks.get("paddle").remats == ("none", "native", "native:hooks")
