@@ -63,6 +63,12 @@ def add_arguments(parser):
     parser.add_argument("--resume", action="store_true", help="measure only the cells without a record in --out")
     parser.add_argument("--keep-envs", action="store_true", help="keep each release's environment after it is measured")
     parser.add_argument("--page-only", action="store_true", help="measure nothing: write the changes and page again")
+    parser.add_argument(
+        "--executor", default="local",
+        help="local (default) | ray: each round's passes as Ray tasks; every node builds the release's "
+             "environment in its own cache (docs/ray.md)",
+    )
+    parser.add_argument("--address", default=None, help="with --executor ray: the cluster (default: one started here)")
 
 
 def check(args):
@@ -85,6 +91,9 @@ def check(args):
     for option, text in (("--from", args.first), ("--to", args.last)):
         if text is not None:
             spec.check_version(text, option)
+    choices.check_choice("executor", args.executor, run_sweep.EXECUTORS)
+    if args.address is not None and args.executor != "ray":
+        raise choices.ChoiceError("--address is the Ray cluster's: it needs --executor ray")
     if args.repeats < 1 or args.time_repeat < 1 or args.time_budget < 0:
         raise choices.ChoiceError("--repeats and --time-repeat must be >= 1, --time-budget >= 0")
     return adapter
@@ -159,7 +168,8 @@ def _planned(adapter, release, args, round_file):
         "--workload", args.workload, "--framework", f"{adapter.name}=={release}", "--size", args.size,
         "--dtype", args.dtype, "--mode", args.mode, "--device", "cpu", "--repeat", str(args.time_repeat),
         "--time-budget", str(args.time_budget), "--timeout", str(args.timeout), "--out", round_file,
-        "--resume", "--quiet",
+        "--resume", "--quiet", "--executor", args.executor,  # its default schedule: serial here, parallel on Ray
+        *(["--address", args.address] if args.address else []),
     ])
     return ns
 

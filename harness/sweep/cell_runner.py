@@ -115,6 +115,7 @@ class CellState:
     memory_only: bool = False  # harness scale: no reference gradient, no time pass
     python: str = None  # a pinned version's interpreter (None: this one)
     env_of: object = None  # env -> env for that interpreter's workers (None: as it is)
+    pinned: dict = None  # the pinned version (executor.Task.pinned), None for this interpreter's
 
 
 def reference_key(cell):
@@ -188,7 +189,10 @@ class CellRunner:
             "memory_limit": o.memory_limit,
             "predict": o.prediction,
         }
-        return CellState(index, cell, adapter, prov, job, memory_only=memory_only, python=python, env_of=env_of)
+        pinned = ({"framework": adapter.name, "version": cell["version"], "torch_index": o.torch_index}
+                  if cell.get("version") else None)
+        return CellState(index, cell, adapter, prov, job, memory_only=memory_only, python=python, env_of=env_of,
+                         pinned=pinned)
 
     def _tag(self, cell):
         return f"{cell['workload']}-{cell['framework']}-{cell['mode']}-{cell['device']}"
@@ -216,7 +220,7 @@ class CellRunner:
         alone = cell["device"] != "cpu"
         return Task(
             job, env, name, self.options.timeout_s, sample_rss=True, exclusive=alone, tag=("memory", state),
-            python=state.python,
+            python=state.python, pinned=state.pinned,
         )
 
     def memory_done(self, state, outcome):
@@ -239,7 +243,8 @@ class CellRunner:
         name = self._name(f"time-{self._tag(state.cell)}")
         return Task(
             dict(state.job, kind="time"), env, name, self.options.timeout_s, gated=True, tag=("time", state),
-            python=state.python, prefer_node=state.memory.node if state.memory is not None else None,
+            python=state.python, pinned=state.pinned,
+            prefer_node=state.memory.node if state.memory is not None else None,
         )
 
     def time_done(self, state, outcome):

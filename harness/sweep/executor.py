@@ -52,6 +52,9 @@ class Task:
     gated: bool = False  # set up beside others, then measured alone (time passes)
     tag: object = None  # the caller's own reference (cell index, pass kind, ...)
     python: str = None  # the worker's interpreter: a pinned version's environment (None: this one)
+    # the pinned version behind `python` ({"framework", "version", "torch_index"}): a
+    # cluster's node builds that environment itself, where the driver's path means nothing
+    pinned: dict = None
     prefer_node: dict = None  # a cluster executor's hint: run where this node is (the local one ignores it)
     node: dict = None  # a cluster executor: the node it runs on, once started
     id: int = field(default_factory=itertools.count().__next__)

@@ -16,7 +16,8 @@ the adapter's own), every variable that changes what is measured (environment.WA
 and gradmem's own GRADMEM_*) as the driver has it, and none the driver removed (the
 time pass's allocator settings) or does not have. So a pass starts with the same
 settings as a local one. CUDA_VISIBLE_DEVICES stays the node's: the GPU Ray gave the
-task.
+task. A pinned framework version (F==VERSION) runs in an environment this node builds
+from the same pins as the driver's, in its own cache (`_pinned_environment`).
 """
 
 import os
@@ -25,6 +26,7 @@ import socket
 import tempfile
 
 from harness import origin as provenance
+from harness.frameworks.base import Unavailable
 from harness.sweep import environment
 from harness.sweep.worker_process import run_worker
 
@@ -92,7 +94,14 @@ def _run_worker(payload, inputs, workdir):
     if returns:
         job[returns] = os.path.join(workdir, os.path.basename(job[returns]))
     env = node_environment(*payload["env"])
-    outcome = run_worker(job, env, workdir, payload["name"], payload["timeout_s"], payload["sample_rss"])
+    python = framework_env = None
+    if payload.get("pinned"):
+        try:
+            python, env, framework_env = _pinned_environment(payload["pinned"], env, workdir)
+        except Unavailable as err:
+            return _ended("unavailable", f"this node could not build the pinned environment: {err}")
+    outcome = run_worker(job, env, workdir, payload["name"], payload["timeout_s"], payload["sample_rss"],
+                         python=python)
     sampler = outcome.sampler
     data = None
     if returns and outcome.ok and os.path.exists(job[returns]):
@@ -106,4 +115,22 @@ def _run_worker(payload, inputs, workdir):
         "wall_s": outcome.wall_s,
         "samples": None if sampler is None else {"t": sampler.t, "rss": sampler.rss, "interval_s": sampler.interval_s},
         "file": data,
+        "framework_env": framework_env,
     }
+
+
+def _pinned_environment(pinned, env, workdir):
+    """(python, env, what it is) of a pinned version on this node: built into this
+    node's cache by the same code and pins as the driver's (versions/envs.py), once per
+    node; the worker runs this node's gradmem code in it."""
+    from harness import frameworks
+    from harness.versions import envs
+
+    found = envs.for_version(frameworks.get(pinned["framework"]), pinned["version"], pinned.get("torch_index"))
+    return found.python, envs.worker_environment(env, workdir), {"path": found.path, "versions": found.versions}
+
+
+def _ended(status, message):
+    """The reply of a pass that ended before its worker started."""
+    return {"status": status, "message": message, "result": {}, "marks": [], "wall_s": 0.0, "samples": None,
+            "file": None, "framework_env": None}

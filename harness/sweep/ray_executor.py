@@ -22,8 +22,11 @@ runs twice unseen, and records are written only by the driver: none is lost or w
 twice. Each outcome names its node (`Outcome.node`: host, Ray node id, address, its
 machine and gradmem commit); the record's provenance carries it (cell_runner.py).
 
-Not run on a cluster: pinned framework versions (F==VERSION; their environments are
-built on the driver's machine): such a cell's record is "unavailable", saying why.
+Pinned framework versions (F==VERSION, and so `harness releases --executor ray`): the
+driver builds the version's environment as for a local sweep (the record's versions,
+and `unavailable` before anything is sent when it cannot be built), and each node builds
+its own from the same pins into its own cache (node_pass.py), once per node; the record's
+`node` names the environment and the versions the pass ran with.
 """
 
 import collections
@@ -65,6 +68,7 @@ class _Running:
     inputs: dict
     node: dict = None  # where the current attempt runs, once it said
     lost: list = field(default_factory=list)  # [(node or None, error text)] of lost attempts
+    framework_env: dict = None  # a pinned version's environment on that node (path, versions)
 
 
 class RayExecutor:
@@ -125,9 +129,9 @@ class RayExecutor:
     def submit(self, task):
         if self.cancelled:
             raise RuntimeError("this executor was cancelled; it runs nothing more")
-        if task.python:
-            message = ("pinned framework versions (F==VERSION) are not run on a Ray cluster: their environments "
-                       "are built on the driver's machine; measure them with the local executor")
+        if task.python and not task.pinned:
+            message = ("an interpreter of the driver's that is not a pinned version cannot be run on a Ray cluster "
+                       f"({task.python}): measure it with the local executor")
             self.ready.append((task, Outcome("unavailable", message)))
             return
         payload = {
@@ -137,6 +141,7 @@ class RayExecutor:
             "timeout_s": task.timeout_s,
             "sample_rss": task.sample_rss,
             "returns": "out_path" if task.job.get("kind") == "reference_gradient" else None,
+            "pinned": task.pinned,
         }
         inputs = {}
         path = task.job.get("reference_gradient_path")
@@ -246,6 +251,7 @@ class RayExecutor:
                 self.on_start(entry.task)
             return None
         self.running.pop(generator, None)
+        entry.framework_env = item.get("framework_env")
         if item["file"] is not None:  # the reference gradient, where the driver's cells look for it
             with open(entry.task.job["out_path"], "wb") as handle:
                 handle.write(item["file"])
@@ -274,6 +280,8 @@ class RayExecutor:
             task.started = task.ended
         if entry.node is not None:
             outcome.node = dict(_summary(entry.node), machine=entry.node["machine"])
+            if entry.framework_env:
+                outcome.node["framework_env"] = entry.framework_env
             if entry.lost:
                 lost_node, error = entry.lost[0]
                 outcome.node["rerun_after"] = f"lost{_on(lost_node)}: {error}"

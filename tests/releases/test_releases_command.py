@@ -39,6 +39,8 @@ def releases(*extra):
         (["--from", "1.*"], "--from '1.*' is not an exact PEP 440 version"),
         (["--repeats", "0"], "--repeats and --time-repeat must be >= 1"),
         (["--workload", "lstm"], "unknown workload 'lstm'"),
+        (["--executor", "slurm"], "unknown executor 'slurm'; valid executors: local, ray"),
+        (["--address", "10.0.0.5:6379"], "--address is the Ray cluster's: it needs --executor ray"),
     ],
 )
 def test_bad_input_exits_2(fake_index, capsys, monkeypatch, extra, says):
