@@ -70,6 +70,9 @@ class Change(NamedTuple):
     band: float  # the run-to-run band it exceeded
     before_samples: tuple
     after_samples: tuple
+    # releases the sweep measured between the two (other workloads or modes) where this
+    # series has no record: the move happened somewhere in them or at `release`
+    unmeasured_between: tuple = ()
 
     @property
     def delta(self):
@@ -141,6 +144,7 @@ class Found(NamedTuple):
 
 def detect(records):
     changes, flat, unjudged = [], [], 0
+    measured = sorted({r.get("version") or r.get("framework_version") for r in records} - {None}, key=index.sort_key)
     for (workload, mode, figure), by_release in sorted(series(records).items()):
         releases = sorted(by_release, key=index.sort_key)
         largest, judged = 0.0, 0
@@ -152,8 +156,9 @@ def detect(records):
                 continue
             judged += 1
             if changed:
+                between = tuple(measured[measured.index(before) + 1:measured.index(after)])
                 changes.append(Change(workload, mode, figure, before, after, statistics.median(a),
-                                      statistics.median(b), width, tuple(a), tuple(b)))
+                                      statistics.median(b), width, tuple(a), tuple(b), between))
             else:
                 ratio = abs(statistics.median(b) - statistics.median(a)) / width if width else 0.0
                 largest = max(largest, ratio)
@@ -218,6 +223,7 @@ def report(records, found, framework, env_info, size="small"):
             "before_samples": list(change.before_samples), "after_samples": list(change.after_samples),
             "advisory": change.advisory, "parts": parts(records, change), "dependencies_differ": differs,
             "command": command,
+            "unmeasured_between": list(change.unmeasured_between),
         }
         if framework in PURE_PYTHON and not change.advisory and command:
             entry["commit_command"] = (command.replace(f"--good {change.before_release} --bad {change.release}",
@@ -250,6 +256,16 @@ def fmt(figure, number):
     return f"{number / MIB:.2f} MiB"
 
 
+def gap_note(change):
+    """Said wherever a change is shown: where the series skips releases the sweep measured
+    elsewhere, the move lies somewhere in them, not at `release` itself."""
+    gap = change.get("unmeasured_between") or []
+    if not gap:
+        return ""
+    return (f" [not consecutive: {len(gap)} release(s) between ({gap[0]}..{gap[-1]}) not measured on this series; "
+            f"the move is somewhere in them or at {change['release']}]")
+
+
 def summary(document):
     """Lines for the terminal: every change, then how many figures stayed flat."""
     lines = []
@@ -257,6 +273,7 @@ def summary(document):
         rel = f" ({c['relative']:+.1%})" if c["relative"] is not None else ""
         note = " [time: advisory]" if c["advisory"] else ""
         deps = f" [NumPy/SciPy differ: {c['dependencies_differ']}]" if c["dependencies_differ"] else ""
+        note += gap_note(c)
         lines.append(
             f"change {c['workload']} {c['mode']} {c['figure']}: {c['before_release']} -> {c['release']} "
             f"{fmt(c['figure'], c['before'])} -> {fmt(c['figure'], c['after'])}{rel}, band "

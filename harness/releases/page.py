@@ -149,7 +149,8 @@ def _changes(changes):
         klass = "advisory-row" if c["advisory"] else ""
         rows.append(
             f'<tr class="{klass}"><td>{esc(c["workload"])}</td><td>{esc(c["mode"])}</td><td>{esc(c["figure"])}'
-            f'{" (advisory)" if c["advisory"] else ""}</td><td>{esc(c["before_release"])} → <b>{esc(c["release"])}</b></td>'
+            f'{" (advisory)" if c["advisory"] else ""}</td><td>{esc(c["before_release"])} → <b>{esc(c["release"])}</b>'
+            f'{esc(detect.gap_note(c))}</td>'
             f'<td class="num change-{c["direction"]}">{esc(label(c["figure"], c["before"]))} → '
             f'{esc(label(c["figure"], c["after"]))} ({esc(rel)})</td><td class="num">{esc(label(c["figure"], c["band"]))}</td>'
             f'<td class="message">{esc(samples)}</td><td class="message">{esc(phases)}<br>{esc(part)}</td>'

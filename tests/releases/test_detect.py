@@ -102,3 +102,19 @@ def test_a_moved_prediction_is_its_own_figure_beside_the_measured_ones():
     assert changes_of(found, "step_peak") == []
     listed = detect.report(out, found, "jax", {})["changes"]
     assert [c["command"] for c in listed if c["figure"] == "predicted"] == [None]  # nothing to bisect
+
+
+def test_a_change_across_releases_this_series_skipped_says_where_it_may_lie():
+    # chained_dot measured at every release, unet only at 1.0 and 1.3 (a narrower later
+    # sweep): unet's move is somewhere in 1.1..1.3, not at 1.3 itself
+    every = records({"1.0": [10.0, 10.0], "1.1": [10.0, 10.0], "1.2": [12.0, 12.0], "1.3": [12.0, 12.0]})
+    gapped = records({"1.0": [5.0, 5.0], "1.3": [9.0, 9.0]}, workload="unet")
+    found = detect.detect(every + gapped)
+    (consecutive,) = [c for c in changes_of(found, "step_peak") if c.workload == "chained_dot"]
+    (skipping,) = [c for c in changes_of(found, "step_peak") if c.workload == "unet"]
+    assert consecutive.unmeasured_between == ()
+    assert (skipping.before_release, skipping.release, skipping.unmeasured_between) == ("1.0", "1.3", ("1.1", "1.2"))
+    document = detect.report(every + gapped, found, "jax", {})
+    said = detect.summary(document)
+    assert "not consecutive: 2 release(s) between (1.1..1.2)" in said
+    assert said.count("not consecutive") == len([c for c in document["changes"] if c["workload"] == "unet"])
