@@ -20,7 +20,6 @@ caches warm (a worker per cell made a 24-cell check 2.2x slower: 37 s against 16
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,27 +61,22 @@ def run_framework(framework, cells, out_dir, device="cpu", timeout_s=600.0, star
 
 def _run_worker(framework, cells, device, timeout_s, env, workdir, zygotes, results):
     """One worker over `cells`; fills `results`; the cells still to run (after a death)."""
-    from harness import interrupts
     from harness.measure.marks import read_marks
-    from harness.sweep.worker_process import POLL_S, WorkerProcess
+    from harness.sweep.worker_process import WorkerProcess, wait
 
     paths = {c["id"]: os.path.join(workdir, c["id"]) for c in cells}
     job = {"kind": "gradients", "framework": framework, "device": device,
            "cells": [dict(c, out_path=paths[c["id"]] + ".npz", result_path=paths[c["id"]] + ".json") for c in cells]}
     worker = WorkerProcess(job, env, workdir, f"gradients-{framework}-{len(results)}", timeout_s, zygotes=zygotes)
-    started = []  # cell ids, in the order the worker began them
-    try:
-        while not worker.poll():
-            begun = [name[len("cell "):] for _, name in read_marks(worker.paths["marks"]) if name.startswith("cell ")]
-            if len(begun) > len(started):
-                started = begun
-                worker.restart_clock()  # the timeout is per cell
-            time.sleep(POLL_S)
-    except BaseException:
-        worker.kill()
-        raise
-    interrupts.raise_if_stopping()  # killed by a signal's handler: not a failed cell
-    outcome = worker.outcome()
+    begun_so_far = [0]
+
+    def restart_clock_per_cell(worker):  # the timeout is per cell
+        begun = sum(1 for _, name in read_marks(worker.paths["marks"]) if name.startswith("cell "))
+        if begun > begun_so_far[0]:
+            begun_so_far[0] = begun
+            worker.restart_clock()
+
+    outcome = wait(worker, restart_clock_per_cell)
     started = [name[len("cell "):] for _, name in outcome.marks if name.startswith("cell ")]
     still = []
     for cell in cells:

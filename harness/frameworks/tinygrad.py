@@ -95,6 +95,7 @@ moments realised in one schedule (``optimizer``); ``tinygrad.nn.optim`` updates
 tensors in place through their ``.grad``, which the step's returned gradients are not.
 """
 
+import functools
 import os
 import shutil
 import sys
@@ -416,6 +417,7 @@ def _set_cpu_threads(helpers, count):
     return {"tinygrad kernel threads": "1 (this release's CPU device has no thread setting)"}
 
 
+@functools.lru_cache(maxsize=None)  # the allocator's source does not change in a process
 def _buffer_page_kind():
     """The page kind RSS files the CPU device's buffers under: 0.12+'s CPUAllocator maps
     MAP_ANON | MAP_SHARED (shmem pages); 0.11's maps MAP_ANON | MAP_PRIVATE and 0.10.x

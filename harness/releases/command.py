@@ -23,7 +23,6 @@ are records), 2 for bad input, 128 + the signal when stopped.
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from harness.sweep import command as run_sweep
 from harness.sweep import plan as cells
 from harness.sweep import resume
 from harness.releases import detect, listing, page, store
+from harness.report.build import write_atomically
 from harness.versions import envs, index, spec
 
 DEFAULT_OUT = "releases"
@@ -245,14 +245,12 @@ def _publish(adapter, args):
     if not records:
         raise choices.ChoiceError(f"{store.merged_path(out, name)}: no records to publish; run the sweep first")
     found = detect.detect(records)
-    size = (store.read_meta(out, name).get("grid") or {}).get("size", args.size)
-    report = detect.report(records, found, name, store.read_envs(out, name), size=size)
+    env_info, meta = store.read_envs(out, name), store.read_meta(out, name)
+    size = (meta.get("grid") or {}).get("size", args.size)
+    report = detect.report(records, found, name, env_info, size=size)
     results.write_json_atomic(store.changes_path(out, name), report)
     path = os.path.join(out, f"{name}.html")
-    text = page.render(name, records, report, store.read_envs(out, name), store.read_meta(out, name))
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(path + ".tmp", path)
+    write_atomically(path, page.render(name, records, report, env_info, meta))
     print(detect.summary(report), flush=True)
     print(f"records {store.merged_path(out, name)}; changes {store.changes_path(out, name)}; page {path}", flush=True)
     return 0

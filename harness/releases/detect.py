@@ -104,11 +104,16 @@ def value(record, figure):
     return float(found)
 
 
+def release_of(record):
+    """The release a record measured (its pinned version, else the version it ran)."""
+    return record.get("version") or record.get("framework_version")
+
+
 def series(records):
     """{(workload, mode, figure): {release: [samples]}} of the ok records."""
     out = {}
     for record in records:
-        release = record.get("version") or record.get("framework_version")
+        release = release_of(record)
         if release is None:
             continue
         for figure in FIGURES:
@@ -144,7 +149,7 @@ class Found(NamedTuple):
 
 def detect(records):
     changes, flat, unjudged = [], [], 0
-    measured = sorted({r.get("version") or r.get("framework_version") for r in records} - {None}, key=index.sort_key)
+    measured = sorted({release_of(r) for r in records} - {None}, key=index.sort_key)
     for (workload, mode, figure), by_release in sorted(series(records).items()):
         releases = sorted(by_release, key=index.sort_key)
         largest, judged = 0.0, 0
@@ -175,7 +180,7 @@ def parts(records, change):
 
     def medians(release):
         mine = [r for r in records if r.get("status") == "ok" and r.get("workload") == change.workload
-                and r.get("mode") == change.mode and (r.get("version") or r.get("framework_version")) == release]
+                and r.get("mode") == change.mode and release_of(r) == release]
         out = {}
         for key, group in (("peak_bytes", "phase"), ("breakdown_bytes", "breakdown"),
                            ("retained_detail_bytes", "retained")):

@@ -92,12 +92,17 @@ def merge(out, framework, rounds):
     return merged
 
 
-def read_envs(out, framework):
+def _read_json(path):
+    """The JSON document at `path`, {} when absent or unreadable."""
     try:
-        with open(envs_path(out, framework), encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             return json.load(handle)
     except (OSError, ValueError):
         return {}
+
+
+def read_envs(out, framework):
+    return _read_json(envs_path(out, framework))
 
 
 def write_env(out, framework, version, info):
@@ -115,11 +120,7 @@ def meta_path(out, framework):
 
 
 def read_meta(out, framework):
-    try:
-        with open(meta_path(out, framework), encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return {}
+    return _read_json(meta_path(out, framework))
 
 
 def write_meta(out, framework, info):

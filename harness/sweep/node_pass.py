@@ -28,7 +28,7 @@ import tempfile
 from harness import origin as provenance
 from harness.frameworks.base import Unavailable
 from harness.sweep import environment
-from harness.sweep.worker_process import run_worker
+from harness.sweep.worker_process import Outcome, run_worker
 
 NODE_OWN = ("CUDA_VISIBLE_DEVICES",)  # Ray's assignment on the node, never the driver's
 
@@ -99,14 +99,20 @@ def _run_worker(payload, inputs, workdir):
         try:
             python, env, framework_env = _pinned_environment(payload["pinned"], env, workdir)
         except Unavailable as err:
-            return _ended("unavailable", f"this node could not build the pinned environment: {err}")
+            return _reply(Outcome("unavailable", f"this node could not build the pinned environment: {err}"))
     outcome = run_worker(job, env, workdir, payload["name"], payload["timeout_s"], payload["sample_rss"],
                          python=python)
-    sampler = outcome.sampler
     data = None
     if returns and outcome.ok and os.path.exists(job[returns]):
         with open(job[returns], "rb") as handle:
             data = handle.read()
+    return _reply(outcome, data, framework_env)
+
+
+def _reply(outcome, data=None, framework_env=None):
+    """What the driver receives of a pass: its Outcome as plain data, the file it wrote
+    (`data`), and the pinned environment it ran in."""
+    sampler = outcome.sampler
     return {
         "status": outcome.status,
         "message": outcome.message,
@@ -129,8 +135,3 @@ def _pinned_environment(pinned, env, workdir):
     found = envs.for_version(frameworks.get(pinned["framework"]), pinned["version"], pinned.get("torch_index"))
     return found.python, envs.worker_environment(env, workdir), {"path": found.path, "versions": found.versions}
 
-
-def _ended(status, message):
-    """The reply of a pass that ended before its worker started."""
-    return {"status": status, "message": message, "result": {}, "marks": [], "wall_s": 0.0, "samples": None,
-            "file": None, "framework_env": None}

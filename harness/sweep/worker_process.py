@@ -195,9 +195,17 @@ def run_worker(job, env, workdir, name, timeout_s=None, sample_rss=False, python
     """Run one worker job (a dict) to completion; an Outcome, never an exception
     (except KeyboardInterrupt and interrupts.Interrupted, after the worker's group has
     been killed). `python`: the worker's interpreter (None: this one)."""
-    worker = WorkerProcess(job, env, workdir, name, timeout_s, sample_rss, python=python)
+    return wait(WorkerProcess(job, env, workdir, name, timeout_s, sample_rss, python=python))
+
+
+def wait(worker, watch=None):
+    """`worker`'s Outcome once it has ended, `watch(worker)` called at every poll (None:
+    nothing); on any exception its group is killed first (KeyboardInterrupt and
+    interrupts.Interrupted come through)."""
     try:
         while not worker.poll():
+            if watch is not None:
+                watch(worker)
             time.sleep(POLL_S)
     except BaseException:
         worker.kill()

@@ -87,7 +87,7 @@ def environment(adapter, repo, commit, build_hook=None):
             f"{adapter.name} is compiled: a commit is installed only through --build-hook CMD "
             f"(run in a checkout of the commit; it must leave a wheel in $GRADMEM_WHEEL_DIR)"
         )
-    pins = list(dict.fromkeys(envs.runtime_pins(also=tuple(adapter.adapter_requires) + _framework_requirements(adapter))))
+    pins = envs.runtime_pins(also=tuple(adapter.adapter_requires) + _framework_requirements(adapter))
     dists = adapter.distributions + tuple(adapter.adapter_requires)
     # named by what it holds: a base cached before it held the framework's requirements is not reused
     base_name = f"{adapter.name}-commit-base-{hashlib.sha256(' '.join(sorted(pins)).encode()).hexdigest()[:8]}"

@@ -151,7 +151,7 @@ def runtime_pins(exclude=(), also=()):
         requires = importlib.metadata.requires("gradmem") or []
     except importlib.metadata.PackageNotFoundError:
         requires = ["numpy"]
-    requires = list(requires) + list(also)
+    requires = list(requires) + list(also)  # a distribution named twice is pinned once (below)
     for requirement in requires:
         if "extra ==" in requirement:
             continue
@@ -162,7 +162,7 @@ def runtime_pins(exclude=(), also=()):
             pins.append(f"{dist}=={importlib.metadata.version(dist)}")
         except importlib.metadata.PackageNotFoundError:
             pins.append(dist)
-    return pins
+    return list(dict.fromkeys(pins))
 
 
 def _era_note(manifest, pinned, step, failure):
@@ -206,9 +206,6 @@ def layer(name, base, install_into, dists):
     install --target``): one commit's install on top of shared requirements. A cached
     layer made on another base (one since renamed for what it holds) is made again: its
     install ran against that base's packages, and its interpreter is that base's."""
-    found = cached(name)
-    if found is not None and found.manifest.get("layer_of") != base.path:
-        remove(found.path)
 
     def fill(scratch, log):
         site = os.path.join(scratch, "site")
@@ -216,26 +213,27 @@ def layer(name, base, install_into, dists):
         versions = {**base.versions, **installed_versions(base.python, tuple(dists), site)}
         return dict(base.manifest, name=name, layer_of=base.path, python_path=base.python, versions=versions)
 
-    return _made_once(name, fill)
+    return _made_once(name, fill, reuse=lambda found: found.manifest.get("layer_of") == base.path)
 
 
-def _made_once(name, fill):
-    """The cached environment `name`, or the one `fill(scratch, log) -> manifest` makes
-    in a scratch directory, renamed into place only when complete; under a lock, so two
-    processes build it once. A failure or a stop signal removes the scratch directory."""
+def _made_once(name, fill, reuse=None):
+    """The cached environment `name` (when `reuse(found)` says it may serve: None, any),
+    or the one `fill(scratch, log) -> manifest` makes in a scratch directory, renamed into
+    place only when complete; under a lock, so two processes build it once. A failure or
+    a stop signal removes the scratch directory."""
     path = env_path(name)
     os.makedirs(cache_root(), exist_ok=True)
     with open(path + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         found = cached(name)
-        if found is not None:
+        if found is not None and (reuse is None or reuse(found)):
             return found
         scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.partial-", dir=cache_root())
         try:
             manifest = fill(scratch, os.path.join(scratch, "install.log"))
             with open(os.path.join(scratch, MANIFEST), "w", encoding="utf-8") as handle:
                 json.dump(manifest, handle, indent=1)
-            shutil.rmtree(path, ignore_errors=True)  # a damaged one without a manifest
+            _discard(path)  # a damaged one without a manifest, or one `reuse` refused
             os.rename(scratch, path)
             scratch = None
             return Env(path, manifest)
@@ -251,13 +249,20 @@ def remove(path):
     environment without NumPy's or TensorFlow's files, and the next sweep took it as
     built: every cell an ImportError."""
     os.makedirs(cache_root(), exist_ok=True)
-    trash = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.removing-", dir=cache_root())
     with open(path + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            os.rename(path, os.path.join(trash, "env"))
-        except FileNotFoundError:
-            pass
+        _discard(path)
+
+
+def _discard(path):
+    """Rename `path` (if there) out of its place, then delete it: a deletion cut short
+    leaves only a stray ``.NAME.removing-*`` directory, never a partial `path`. Callers
+    hold its build lock."""
+    trash = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.removing-", dir=os.path.dirname(path))
+    try:
+        os.rename(path, os.path.join(trash, "env"))
+    except FileNotFoundError:
+        pass
     shutil.rmtree(trash, ignore_errors=True)
 
 

@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 
 from harness.frameworks.base import Unavailable
+from harness.versions import install
 
 #: (label, {distribution: requirement}) tried in order after the pinned versions fail to
 #: load; a distribution not named keeps its pin. NumPy < 2 with a SciPy pip resolves for it
@@ -65,9 +66,8 @@ def check_loads(adapter_name, python, paths=()):
         except subprocess.TimeoutExpired:
             raise LoadFailed(f"{adapter_name} did not load within {LOAD_TIMEOUT_S} s") from None
         if done.returncode != 0 or "loaded" not in done.stdout:
-            tail = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()][-6:]
             raise LoadFailed(f"{adapter_name} does not load (exit {done.returncode}); Python's last lines:\n"
-                             + "\n".join(tail))
+                             + install.last_lines(done.stderr or done.stdout, 6, most=None))  # whole: about_numpy reads them
     finally:
         import shutil
 

@@ -65,7 +65,13 @@ def tail(path, lines=TAIL_LINES):
             text = handle.read()
     except OSError:
         return ""
-    kept = [_shortened(line) for line in text.splitlines() if line.strip()]
+    return last_lines(text, lines)
+
+
+def last_lines(text, lines=TAIL_LINES, most=LINE_CHARS):
+    """The last `lines` non-blank lines of `text`, each cut to its two ends past `most`
+    characters (None: kept whole)."""
+    kept = [line if most is None else _shortened(line, most) for line in text.splitlines() if line.strip()]
     return "\n".join(kept[-lines:])
 
 
