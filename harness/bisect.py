@@ -40,7 +40,7 @@ from harness.frameworks.base import Unavailable
 from harness import interrupts
 from harness.sweep import environment
 from harness.sweep.worker_process import run_worker
-from harness.versions import bisection, commits, envs, index, spec
+from harness.versions import bisection, commits, envs, findings, index, spec
 
 PHASE_METRICS = ("forward", "backward", "step", "total")
 #: the cold first step's figures ("the first epoch needs 6 GB"): its peak and footprint (total)
@@ -74,6 +74,15 @@ def add_arguments(parser):
     parser.add_argument("--torch-index", default=None, help="where torch releases may come from (see `run --help`)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker (default 600)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the workload's inputs (default 0)")
+    parser.add_argument(
+        "--record", default=None,
+        help="add the finding to this JSON list (e.g. releases/FRAMEWORK.commits.json: the release page names "
+             "the commit beside its change)",
+    )
+    parser.add_argument(
+        "--releases", default=None,
+        help="GOOD,BAD: the releases --good and --bad are, where their tags do not say (default: read from the tags)",
+    )
 
 
 def check_arguments(args):
@@ -95,6 +104,9 @@ def check_arguments(args):
         args.threshold = 0.10 if args.metric == "time" else 0.05
     if not 0 < args.threshold < 10:
         raise choices.ChoiceError(f"--threshold {args.threshold}: a relative change, e.g. 0.05 for 5 %")
+    if args.record:
+        findings.read(args.record)  # a file that is not a findings list is refused before anything is measured
+    findings.releases_pair(args)
     adapter = frameworks.get(name)
     if adapter.package is None:
         raise choices.ChoiceError(f"{name} has no releases or repository of its own to bisect (it is gradmem's engine)")
@@ -136,7 +148,12 @@ def _run(adapter, args):
     finally:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
-    return _conclude(result, stage, args, time.monotonic() - started)
+    wall_s = time.monotonic() - started
+    code = _conclude(result, stage, args, wall_s)
+    if args.record and result.kind != "end_failed":
+        findings.record(args.record, findings.finding(adapter, args, stage, result, wall_s))
+        print(f"recorded in {args.record}", flush=True)
+    return code
 
 
 def metric_label(metric):

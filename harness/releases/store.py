@@ -24,6 +24,7 @@ import json
 import os
 
 from harness import results
+from harness.versions import index
 
 ROUND_KEY = "release_round"
 #: left out of FRAMEWORK.jsonl (14 KB of a 20 KB record; no figure of the page uses them)
@@ -52,11 +53,23 @@ def read(path):
     return records
 
 
+def rounds_held(out, framework, rounds):
+    """`rounds`, or more where the store already holds more: a store swept with
+    --repeats 3 and resumed with --repeats 2 keeps its third round (merge rewrites the
+    committed file from the round files, and a round left out would be lost)."""
+    held = [r.get(ROUND_KEY) for r in read(merged_path(out, framework))]
+    folder = os.path.dirname(round_path(out, framework, 1))
+    if os.path.isdir(folder):
+        held += [int(name[len("round-"):-len(".jsonl")]) for name in os.listdir(folder)
+                 if name.startswith("round-") and name.endswith(".jsonl") and name[6:-6].isdigit()]
+    return max([rounds] + [n for n in held if isinstance(n, int)])
+
+
 def seed_rounds(out, framework, rounds):
     """A committed FRAMEWORK.jsonl with no working files beside it (a fresh checkout):
     the round files made again from it, so --resume measures only what is missing."""
     merged = read(merged_path(out, framework))
-    for number in range(1, rounds + 1):
+    for number in range(1, rounds_held(out, framework, rounds) + 1):
         path = round_path(out, framework, number)
         if os.path.exists(path):
             continue
@@ -83,9 +96,10 @@ def _untagged(record):
 
 
 def merge(out, framework, rounds):
-    """Rewrite FRAMEWORK.jsonl from the round files (each record tagged with its round)."""
+    """Rewrite FRAMEWORK.jsonl from the round files (each record tagged with its round),
+    every round held, not only the first `rounds`."""
     merged = []
-    for number in range(1, rounds + 1):
+    for number in range(1, rounds_held(out, framework, rounds) + 1):
         for record in read(round_path(out, framework, number)):
             merged.append(dict(compact(record), **{ROUND_KEY: number}))
     results.write_records(merged_path(out, framework), merged)
@@ -105,9 +119,17 @@ def read_envs(out, framework):
     return _read_json(envs_path(out, framework))
 
 
+#: per-release figures that add up over resumed sweeps (the whole wall time measuring it)
+SUMMED = ("measure_s",)
+
+
 def write_env(out, framework, version, info):
     known = read_envs(out, framework)
-    known[version] = dict(known.get(version, {}), **info)
+    before = known.get(version, {})
+    known[version] = dict(before, **info)
+    for key in SUMMED:
+        if key in info and isinstance(before.get(key), (int, float)):
+            known[version][key] = round(before[key] + info[key], 1)
     results.write_json_atomic(envs_path(out, framework), known)
 
 
@@ -123,6 +145,18 @@ def read_meta(out, framework):
     return _read_json(meta_path(out, framework))
 
 
+#: meta keys that accumulate over sweeps (a resumed or widened sweep adds to them)
+ACCUMULATED = ("yanked", "uploaded")
+
+
 def write_meta(out, framework, info):
-    """What the last sweep covered (releases, yanked ones, grid, wall time)."""
-    results.write_json_atomic(meta_path(out, framework), dict(read_meta(out, framework), **info))
+    """What the sweeps covered: the releases (every sweep's, in version order), yanked
+    ones and upload dates (accumulated), and the last sweep's grid and wall time."""
+    known = read_meta(out, framework)
+    merged = dict(known, **info)
+    for key in ACCUMULATED:
+        merged[key] = dict(known.get(key) or {}, **(info.get(key) or {}))
+    if "releases" in info:
+        merged["releases"] = sorted(set(known.get("releases") or []) | set(info["releases"]), key=index.sort_key)
+    results.write_json_atomic(meta_path(out, framework), merged)
+

@@ -103,3 +103,38 @@ def test_first_step_metrics_read_the_cold_steps_figures():
     assert bisect_command.figure(result, "first_step") == (700.0, "")
     assert bisect_command.figure(result, "first_footprint") == (900.0, "")
     assert bisect_command.figure({"peak_bytes": {"total": 1}}, "first_step")[0] is None
+
+
+def test_a_recorded_finding_names_the_culprit_its_releases_and_the_command(fake_index, monkeypatch, tmp_path, capsys):
+    figures = {v: 10.0 for v in RELEASES}
+    figures.update({"1.4.0": 60.0, "1.5.0": 60.0, "1.6.0": 60.0, "1.7.0": 60.0})
+    fake_figures(monkeypatch, figures)
+    path = tmp_path / "autograd.commits.json"
+    assert run("--good", "1.3.0", "--bad", "1.4.0", "--record", str(path)) == 0
+    assert run("--good", "1.0.0", "--bad", "1.2.0", "--record", str(path)) == 1  # no difference: recorded too
+    found = json.loads(path.read_text())
+    assert [f["kind"] for f in found] == ["culprit", "no_difference"]
+    assert found[0]["releases"] == ["1.3.0", "1.4.0"] and found[0]["first_bad"] == "autograd==1.4.0"
+    assert found[0]["good_figure"] == 10.0 * MIB and found[0]["bad_figure"] == 60.0 * MIB
+    assert found[0]["command"].startswith("python -m harness bisect --framework autograd --workload rnn_fanout")
+    assert "--good 1.3.0 --bad 1.4.0" in found[0]["command"]
+    # the same bisection again replaces its finding instead of listing it twice
+    assert run("--good", "1.3.0", "--bad", "1.4.0", "--record", str(path)) == 0
+    assert len(json.loads(path.read_text())) == 2
+
+
+def test_a_record_file_that_is_not_a_findings_list_is_refused_before_measuring(fake_index, monkeypatch, tmp_path, capsys):
+    probed = fake_figures(monkeypatch, {})
+    path = tmp_path / "results.json"
+    path.write_text('{"not": "a list"}')
+    assert run("--good", "1.3.0", "--bad", "1.4.0", "--record", str(path)) == 2
+    assert "not a findings file" in capsys.readouterr().err and probed == []
+    assert run("--good", "1.3.0", "--bad", "1.4.0", "--releases", "1.3.0") == 2
+    assert "two versions, GOOD,BAD" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("tag, release", [("v1.7.0", "1.7.0"), ("rel-3.0.1", "3.0.1"), ("1.6.2", "1.6.2"),
+                                          ("tinygrad-v0.12.0", "0.12.0"), ("3826c1e5428a", None), ("master", None)])
+def test_a_tag_names_its_release_and_a_hash_or_branch_none(tag, release):
+    from harness.versions import findings
+    assert findings.release_of(tag) == release
