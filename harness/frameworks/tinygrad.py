@@ -111,6 +111,7 @@ class TinygradAdapter(Adapter):
     module = "tinygrad"
     distributions = ("tinygrad",)
     modes = ("eager", "compiled")
+    installs_from_source = True  # pure Python (kernels are compiled at run time): `bisect --repo` installs a commit with pip
     compiled_as = "TinyJit(step): kernels captured on the 2nd call, replayed without Python scheduling"
     no_predictor = "none found in its API (its scheduler's buffer plan is internal)"
     eager_as = "the lazy graph of loss and gradients, scheduled by one Tensor.realize(loss, *grads)"
