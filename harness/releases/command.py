@@ -247,7 +247,7 @@ def _publish(adapter, args):
     found = detect.detect(records)
     env_info, meta = store.read_envs(out, name), store.read_meta(out, name)
     size = (meta.get("grid") or {}).get("size", args.size)
-    report = detect.report(records, found, name, env_info, size=size)
+    report = detect.report(records, found, name, env_info, size=size, commits=store.read_commits(out, name))
     results.write_json_atomic(store.changes_path(out, name), report)
     path = os.path.join(out, f"{name}.html")
     write_atomically(path, page.render(name, records, report, env_info, meta))

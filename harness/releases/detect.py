@@ -210,8 +210,10 @@ def parts(records, change):
 PURE_PYTHON = ("autograd", "pytensor", "tinygrad")  # stage 2 (`harness bisect --repo`) installs their commits
 
 
-def report(records, found, framework, env_info, size="small"):
-    """The JSON document of what was found (FRAMEWORK.changes.json)."""
+def report(records, found, framework, env_info, size="small", commits=()):
+    """The JSON document of what was found (FRAMEWORK.changes.json); `commits`: the
+    stage-2 findings of FRAMEWORK.commits.json (harness/versions/findings.py), each
+    named beside the change it bisected."""
     listed = []
     for change in found.changes:
         differs = _dependencies_differ(env_info, change.before_release, change.release)
@@ -234,6 +236,10 @@ def report(records, found, framework, env_info, size="small"):
             entry["commit_command"] = (command.replace(f"--good {change.before_release} --bad {change.release}",
                                                        "--repo CHECKOUT --good <tag of "
                                                        f"{change.before_release}> --bad <tag of {change.release}>"))
+        search = commit_search(commits, framework, change, size)
+        if search:
+            entry["commit_search"] = search
+            entry["commit"] = search.get("first_bad")
         listed.append(entry)
     return {
         "framework": framework,
@@ -245,6 +251,22 @@ def report(records, found, framework, env_info, size="small"):
                  for w, m, f, n, r in found.flat],
         "unjudged_pairs": found.unjudged,
     }
+
+
+def commit_search(commits, framework, change, size):
+    """The stage-2 finding that bisected exactly this change (its series, metric and
+    release pair), the newest if several; None when none did."""
+    metric = BISECT_METRIC.get(change.figure)
+    mine = [f for f in commits
+            if (f.get("framework"), f.get("workload"), f.get("mode"), f.get("size"), f.get("metric")) ==
+            (framework, change.workload, change.mode, size, metric)
+            and f.get("device", "cpu") == "cpu" and f.get("stage") == "commits"
+            and list(f.get("releases") or []) == [change.before_release, change.release]]
+    if not mine:
+        return None
+    keep = ("kind", "first_bad", "last_good", "suspects", "good_figure", "bad_figure", "change", "probes",
+            "confirmed", "wall_s", "when", "command")
+    return {k: mine[-1][k] for k in keep if k in mine[-1]}
 
 
 def _dependencies_differ(env_info, a, b):

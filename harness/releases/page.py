@@ -155,11 +155,28 @@ def _changes(changes):
             f'{esc(label(c["figure"], c["after"]))} ({esc(rel)})</td><td class="num">{esc(label(c["figure"], c["band"]))}</td>'
             f'<td class="message">{esc(samples)}</td><td class="message">{esc(phases)}<br>{esc(part)}</td>'
             f'<td class="message">{esc(deps) or "same"}</td><td class="message"><code>{esc(c["command"] or "a prediction: the records of each release show it")}</code>'
-            + (f'<br><code>{esc(c["commit_command"])}</code>' if c.get("commit_command") else "") + "</td></tr>"
+            + (f'<br><code>{esc(c["commit_command"])}</code>' if c.get("commit_command") else "")
+            + _commit_found(c["figure"], c.get("commit_search")) + "</td></tr>"
         )
     return ("<table><thead><tr><th>workload</th><th>mode</th><th>figure</th><th>release</th><th>median before → after</th>"
             "<th>band exceeded</th><th>rounds</th><th>what moved (phases; largest part)</th><th>NumPy/SciPy</th>"
             "<th>command that shows it</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def _commit_found(figure, search):
+    """What stage 2 found for this change: the commit (with both figures), or why none."""
+    if not search:
+        return ""
+    figures = " → ".join("–" if v is None else detect.fmt(figure, v) for v in (search.get("good_figure"), search.get("bad_figure")))
+    if search.get("kind") == "culprit":
+        said = (f'stage 2: first bad commit <b>{esc(search["first_bad"])}</b> (last good {esc(search.get("last_good", ""))}; '
+                f'{esc(figures)}, {search.get("probes")} measurements'
+                + ("" if search.get("confirmed") else ", boundary not confirmed") + ")")
+    elif search.get("kind") == "range":
+        said = f'stage 2: the step lies in commits that could not be measured: {esc(", ".join(search.get("suspects") or []))}'
+    else:
+        said = f'stage 2: the two tags do not differ beyond the threshold ({esc(figures)})'
+    return f'<br><span class="commit">{said}</span><br><code>{esc(search.get("command", ""))}</code>'
 
 
 def _flat(document):

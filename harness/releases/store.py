@@ -8,6 +8,8 @@
     DIR/FRAMEWORK.envs.json      per release: its environment's versions, what differs
                                  from the pinned NumPy/SciPy, build time, disk
     DIR/FRAMEWORK.changes.json   what harness/releases/detect.py found
+    DIR/FRAMEWORK.commits.json   stage 2's findings (`harness bisect --repo --record`):
+                                 the commit each bisected change was found at
     DIR/FRAMEWORK.html           the page (harness/releases/page.py)
     DIR/.rounds/FRAMEWORK/round-K.jsonl   the working file of round K: `harness run
                                  --out` appends there, and `--resume` reads it
@@ -131,6 +133,17 @@ def write_env(out, framework, version, info):
         if key in info and isinstance(before.get(key), (int, float)):
             known[version][key] = round(before[key] + info[key], 1)
     results.write_json_atomic(envs_path(out, framework), known)
+
+
+def commits_path(out, framework):
+    """Stage 2's findings (`harness bisect --repo ... --record` this path): the page names
+    the commit beside the change it bisected."""
+    return os.path.join(out, f"{framework}.commits.json")
+
+
+def read_commits(out, framework):
+    found = _read_json(commits_path(out, framework))
+    return found if isinstance(found, list) else []
 
 
 def changes_path(out, framework):

@@ -84,3 +84,24 @@ def test_the_page_opens_from_disk_with_the_change_marked(published, tmp_path):
     assert value["width"] > 300
     assert [r for r in seen["requests"] if not r.startswith("file://")] == []  # nothing fetched
     assert (tmp_path / "page.png").stat().st_size > 10_000
+
+
+def test_a_stage_two_finding_names_its_commit_beside_the_change_it_bisected(published):
+    finding = {"framework": "autograd", "workload": "chained_dot", "mode": "eager", "size": "small",
+               "dtype": "float32", "device": "cpu", "metric": "total", "stage": "commits",
+               "good": "v1.8.0", "bad": "v1.9.0", "releases": ["1.8.0", "1.9.0"], "kind": "culprit",
+               "first_bad": "abcdef123456 keep contributions in a list", "last_good": "123456abcdef bump",
+               "good_figure": 6 * MIB, "bad_figure": 14 * MIB, "change": 1.33, "probes": 9, "confirmed": True,
+               "command": "python -m harness bisect --framework autograd ... --metric total"}
+    other_series = dict(finding, workload="unet", first_bad="000000000000 not this one")
+    other_pair = dict(finding, releases=["1.7.0", "1.8.0"], first_bad="111111111111 nor this one")
+    (published / "autograd.commits.json").write_text(json.dumps([other_series, other_pair, finding]))
+    assert cli.main(["releases", "--framework", "autograd", "--out", str(published), "--page-only"]) == 0
+    document = json.loads((published / "autograd.changes.json").read_text())
+    named = {c["figure"]: c.get("commit") for c in document["changes"] if not c["advisory"]}
+    # only the change of the bisected series, metric (total = step_peak) and release pair
+    assert named == {"step_peak": "abcdef123456 keep contributions in a list", "step_peak.backward": None,
+                     "footprint": None}
+    page = (published / "autograd.html").read_text()
+    assert "first bad commit <b>abcdef123456 keep contributions in a list</b>" in page
+    assert "6.00 MiB → 14.00 MiB" in page and "not this one" not in page and "nor this one" not in page
