@@ -206,7 +206,9 @@ def _measure_release(adapter, release, args, where):
         return 0
     build_s = None if was_cached else round(time.monotonic() - began, 1)
     info = {"versions": env_.versions, "dependency_differs": env_.manifest.get("dependency_differs") or {},
-            "era_reason": env_.manifest.get("era_reason"), "disk_bytes": _disk(env_.path)}
+            "era_reason": env_.manifest.get("era_reason"), "disk_bytes": _disk(env_.path),
+            # of those, bytes hard-linked to the framework's other environments (shared_files)
+            "shared_bytes": env_.manifest.get("shared_bytes")}
     if build_s is not None:
         info["build_s"] = build_s
     store.write_env(out, name, version, info)

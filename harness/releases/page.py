@@ -197,6 +197,15 @@ def _flat(document):
             "(fewer than 2 rounds on a side).</p>")
 
 
+def _disk(info):
+    """An environment's disk, and in brackets what it does not share with the
+    framework's other environments (hard links, harness/versions/shared_files.py)."""
+    total, shared = info.get("disk_bytes"), info.get("shared_bytes")
+    if total is None or not shared:
+        return human_bytes(total)
+    return f"{human_bytes(total)} ({human_bytes(max(total - shared, 0))})"
+
+
 def _releases(releases, records, env_info, meta):
     uploaded = meta.get("uploaded") or {}
     rows = []
@@ -214,13 +223,13 @@ def _releases(releases, records, env_info, meta):
         rows.append(
             f'<tr class="{"differs" if differs else ""}"><td class="release">{esc(release)}{" *" if differs else ""}</td>'
             f"<td>{esc(uploaded.get(release, ''))}</td><td>{esc(deps)}</td>"
-            f'<td class="num">{esc(human_bytes(info.get("disk_bytes")))}</td>'
+            f'<td class="num">{esc(_disk(info))}</td>'
             f'<td class="num">{esc(info.get("build_s", "cached"))}</td><td class="num">{esc(info.get("measure_s", "–"))}</td>'
             f'<td>{esc(status)}</td><td class="message">{esc(str(reason)[:300])}'
             + (f"<br>{esc(info.get('era_reason') or '')}" if differs else "") + "</td></tr>"
         )
     wall = meta.get("last_sweep_wall_s")
     return (("<p>" + f"Wall time of the last invocation: {wall:.0f} s (a resumed sweep counts only its own part; docs/releases.md has the whole sweep's)." + "</p>") if wall else "") + (
-        "<table><thead><tr><th>release</th><th>uploaded</th><th>environment</th><th>disk</th><th>build s</th>"
+        "<table><thead><tr><th>release</th><th>uploaded</th><th>environment</th><th title=\"in brackets: what this environment does not share with the other environments of its framework (hard links)\">disk (own)</th><th>build s</th>"
         "<th>measure s</th><th>records</th><th>why not ok / why another NumPy</th></tr></thead><tbody>"
         + "".join(rows) + "</tbody></table>")

@@ -37,7 +37,7 @@ import tempfile
 from dataclasses import dataclass
 
 from harness.frameworks.base import Unavailable
-from harness.versions import install
+from harness.versions import install, shared_files
 
 MANIFEST = "gradmem-env.json"
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -195,6 +195,10 @@ def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate
             "python": _run_python(python, "import sys; print(sys.version.split()[0])").strip(),
             "versions": installed_versions(python, tuple(dists) + ("numpy", "gradmem")),
         }
+        # the framework's other environments (its other releases, its commit bases) hold
+        # most of these files already: linked to theirs, not stored again
+        family = shared_files.siblings(cache_root(), name.split("-")[0] + "-", MANIFEST, env_path(name))
+        manifest["shared_files"], manifest["shared_bytes"] = shared_files.share(scratch, family)
         return annotate(manifest) if annotate else manifest
 
     return _made_once(name, fill)
