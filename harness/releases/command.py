@@ -61,6 +61,9 @@ def add_arguments(parser):
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker (default 600)")
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"directory of the records and page (default {DEFAULT_OUT})")
     parser.add_argument("--resume", action="store_true", help="measure only the cells without a record in --out")
+    parser.add_argument("--retry-unavailable", action="store_true",
+                        help="with --resume: try again the releases recorded unavailable (the host gained a Python "
+                             "or a wheel since)")
     parser.add_argument("--keep-envs", action="store_true", help="keep each release's environment after it is measured")
     parser.add_argument("--page-only", action="store_true", help="measure nothing: write the changes and page again")
     parser.add_argument(
@@ -188,15 +191,18 @@ def _measure_release(adapter, release, args, where):
         r.get("status") == "unavailable" for r in store.read(first) if r.get("version") == version)
     rounds_missing = [k for k in range(1, args.repeats + 1)
                       if _missing(store.round_path(out, name, k), todo)]
+    if unavailable and args.retry_unavailable:
+        store.forget_release(out, name, version)
+        return _measure_release(adapter, release, args, where)
     if unavailable or not rounds_missing:
         print(f"{where} {name}=={version}: already measured", flush=True)
         return 0
     was_cached = envs.cached(f"{name}-{version}") is not None
     began = time.monotonic()
     try:
-        env_ = envs.for_version(adapter, version)
+        env_ = envs.for_version(adapter, version, requires_python=release.requires_python)
     except Unavailable as err:
-        if release.requires_python:  # pip's "No matching distribution" does not say why
+        if release.requires_python and "requires Python" not in str(err):  # pip's "No matching distribution" does not say why
             err = Unavailable(f"{err}\n(PyPI: {name} {version} requires Python {release.requires_python}; this is "
                               f"{sys.version.split()[0]})")
         for cell in todo:
@@ -207,6 +213,7 @@ def _measure_release(adapter, release, args, where):
     build_s = None if was_cached else round(time.monotonic() - began, 1)
     info = {"versions": env_.versions, "dependency_differs": env_.manifest.get("dependency_differs") or {},
             "era_reason": env_.manifest.get("era_reason"), "disk_bytes": _disk(env_.path),
+            "python": env_.manifest.get("python"),
             # of those, bytes hard-linked to the framework's other environments (shared_files)
             "shared_bytes": env_.manifest.get("shared_bytes")}
     if build_s is not None:

@@ -208,6 +208,9 @@ def _disk(info):
 
 def _releases(releases, records, env_info, meta):
     uploaded = meta.get("uploaded") or {}
+    # the Python most environments were built with; another one is named in its row
+    pythons = [tuple((i.get("python") or "").split(".")[:2]) for i in env_info.values() if i.get("python")]
+    usual_python = list(max(set(pythons), key=pythons.count)) if pythons else None
     rows = []
     for release in releases:
         mine = [r for r in records if r.get("version") == release]
@@ -220,6 +223,8 @@ def _releases(releases, records, env_info, meta):
         status = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         reason = info.get("unavailable") or next((r.get("message") for r in mine if r.get("status") != "ok"), "")
         deps = ", ".join(f"{d} {versions[d]}" for d in ("numpy", "scipy", "jaxlib") if versions.get(d))
+        if info.get("python") and info["python"].split(".")[:2] != usual_python:  # interpreters.py chose another
+            deps = f"Python {info['python']}, {deps}"
         rows.append(
             f'<tr class="{"differs" if differs else ""}"><td class="release">{esc(release)}{" *" if differs else ""}</td>'
             f"<td>{esc(uploaded.get(release, ''))}</td><td>{esc(deps)}</td>"

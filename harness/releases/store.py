@@ -135,6 +135,19 @@ def write_env(out, framework, version, info):
     results.write_json_atomic(envs_path(out, framework), known)
 
 
+def forget_release(out, framework, version):
+    """Drop what the store holds of `version` (its records in every round and its
+    environment's entry): a release recorded `unavailable` is about to be tried again
+    (--retry-unavailable), and its old records must not stand beside the new ones."""
+    for number in range(1, rounds_held(out, framework, 1) + 1):
+        path = round_path(out, framework, number)
+        if os.path.exists(path):
+            results.write_records(path, [r for r in read(path) if r.get("version") != version])
+    known = read_envs(out, framework)
+    if known.pop(version, None) is not None:
+        results.write_json_atomic(envs_path(out, framework), known)
+
+
 def commits_path(out, framework):
     """Stage 2's findings (`harness bisect --repo ... --record` this path): the page names
     the commit beside the change it bisected."""

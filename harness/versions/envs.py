@@ -2,6 +2,8 @@
 
     ~/.cache/gradmem/envs/jax-0.9.2-py3.11/       ($XDG_CACHE_HOME, or $GRADMEM_ENV_DIR)
         bin/python ...                             a venv of the Python running gradmem
+    ~/.cache/gradmem/envs/jax-0.11.0-py3.12/      another Python of the host, for a release
+                                                   the running one cannot install (interpreters.py)
         gradmem-env.json                           what was installed: exact versions
 
 Built on first use, by pip, never into the project's .venv or the user's own
@@ -27,6 +29,7 @@ release is a CUDA build of several GB; the PyTorch CPU index serves CPU builds (
 
 import atexit
 import fcntl
+import glob
 import importlib.metadata
 import json
 import os
@@ -37,7 +40,7 @@ import tempfile
 from dataclasses import dataclass
 
 from harness.frameworks.base import Unavailable
-from harness.versions import install, shared_files
+from harness.versions import install, interpreters, shared_files
 
 MANIFEST = "gradmem-env.json"
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -54,7 +57,10 @@ def cache_root():
     return os.path.join(base, "gradmem", "envs")
 
 
-def python_tag():
+def python_tag(version=None):
+    """"py3.11" for the running Python, or for `version` ("3.12.1")."""
+    if version:
+        return "py" + ".".join(version.split(".")[:2])
     return f"py{sys.version_info.major}.{sys.version_info.minor}"
 
 
@@ -78,23 +84,30 @@ class Env:
         return dict(self.manifest.get("versions", {}))
 
 
-def env_path(name):
-    return os.path.join(cache_root(), f"{name}-{python_tag()}")
+def env_path(name, tag=None):
+    return os.path.join(cache_root(), f"{name}-{tag or python_tag()}")
 
 
 def cached(name):
-    """The complete environment called `name` (e.g. "jax-0.9.2"), or None."""
-    path = env_path(name)
-    try:
-        with open(os.path.join(path, MANIFEST), encoding="utf-8") as handle:
-            return Env(path, json.load(handle))
-    except (OSError, ValueError):
-        return None
+    """The complete environment called `name` (e.g. "jax-0.9.2"), or None: the running
+    Python's, else one built with another Python for a release this one cannot install
+    (interpreters.py)."""
+    others = sorted(glob.glob(glob.escape(os.path.join(cache_root(), name)) + "-py3.*"))
+    for path in [env_path(name)] + [p for p in others if p != env_path(name)]:
+        try:
+            with open(os.path.join(path, MANIFEST), encoding="utf-8") as handle:
+                return Env(path, json.load(handle))
+        except (OSError, ValueError):
+            continue
+    return None
 
 
-def for_version(adapter, version, torch_index=None):
+def for_version(adapter, version, torch_index=None, requires_python=None):
     """The environment of `adapter`'s framework at `version`, built if needed; raises
-    Unavailable (with the installer's last lines) when it cannot be installed."""
+    Unavailable (with the installer's last lines) when it cannot be installed. A
+    release whose Requires-Python (`requires_python`, as the index says, or pip's
+    refusal) excludes the running Python is built with another Python of this host
+    (interpreters.py) when there is one."""
     package = adapter.package
     name = f"{adapter.name}-{version}"
     found = cached(name)
@@ -112,10 +125,32 @@ def for_version(adapter, version, torch_index=None):
             options = ["--index-url", torch_index, "--extra-index-url", "https://pypi.org/simple"]
     requirements = [adapter.pinned_requirement(version)] + runtime_pins(exclude=(package,), also=adapter.adapter_requires)
     dists = adapter.distributions + (package,) + tuple(adapter.adapter_requires) + ("scipy",)
-    return build_loading(adapter.name, name, requirements, options, dists)
+    needs = requires_python if requires_python and not _admits(requires_python, sys.version.split()[0]) else None
+    if needs is None:
+        try:
+            return build_loading(adapter.name, name, requirements, options, dists)
+        except Unavailable as err:
+            needs = interpreters.needs_other_python(str(err), version)
+            if needs is None:
+                raise
+    found, looked = interpreters.find(needs)
+    if found is None:
+        raise Unavailable(f"{adapter.name} {version} requires Python {needs}; this is {sys.version.split()[0]} and "
+                          f"no other Python here admits it (looked at: {', '.join(looked) or 'none found'}; "
+                          f"GRADMEM_PYTHONS=PATH[:PATH] names more)")
+    return build_loading(adapter.name, name, requirements, options, dists, python=found[0])
 
 
-def build_loading(adapter_name, name, requirements, options, dists):
+def _admits(requires_python, version):
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        return SpecifierSet(requires_python).contains(version)
+    except InvalidSpecifier:
+        return True  # unreadable: let pip decide
+
+
+def build_loading(adapter_name, name, requirements, options, dists, python=None):
     """`build`, then the adapter must load there; when it does not with the pinned
     NumPy/SciPy, built again with each of era.LADDER's older ones until it does (the
     manifest's `dependency_differs` and `era_reason` say what and why)."""
@@ -125,7 +160,7 @@ def build_loading(adapter_name, name, requirements, options, dists):
         era.check_loads(adapter_name, python)
 
     try:
-        return build(name, requirements, pip_options=options, dists=dists, extra_steps=(loads,))
+        return build(name, requirements, pip_options=options, dists=dists, extra_steps=(loads,), python=python)
     except Unavailable as first:  # it does not load (era.LoadFailed), or pip cannot install it
         failure = first  # with the pinned NumPy (TensorFlow 2.17 requires numpy<2)
     # only a failure whose last lines name NumPy/SciPy: an adapter API the release lacks,
@@ -136,7 +171,7 @@ def build_loading(adapter_name, name, requirements, options, dists):
         tried = era.relaxed(requirements, step)
         try:
             env_ = build(name, tried, pip_options=options, dists=dists + ("future",), extra_steps=(loads,),
-                         annotate=lambda m, step=step: _era_note(m, requirements, step, failure))
+                         annotate=lambda m, step=step: _era_note(m, requirements, step, failure), python=python)
         except Unavailable:
             continue
         return env_
@@ -174,15 +209,18 @@ def _era_note(manifest, pinned, step, failure):
     return manifest
 
 
-def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate=None):
-    """Build (or find, under the lock) the environment `name` with `requirements`.
+def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate=None, python=None):
+    """Build (or find, under the lock) the environment `name` with `requirements`, in a
+    venv of `python` (default: the running interpreter).
 
     `extra_steps`: functions (python, log_path) -> None run after the install (e.g. a
     commit's own package); they raise Unavailable to fail the build."""
+    interpreter = python or sys.executable
+    tag = None if python is None else python_tag(".".join(map(str, interpreters.version_of(python) or ())))
 
     def fill(scratch, log):
         python = os.path.join(scratch, "bin", "python")
-        _step([sys.executable, "-m", "venv", scratch], log, "python -m venv")
+        _step([interpreter, "-m", "venv", scratch], log, "python -m venv")
         pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
         _step(pip + list(pip_options) + list(requirements), log, f"pip install {' '.join(requirements)}")
         _step(pip + ["--no-deps", gradmem_wheel(log)], log, "pip install --no-deps gradmem")
@@ -197,11 +235,11 @@ def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate
         }
         # the framework's other environments (its other releases, its commit bases) hold
         # most of these files already: linked to theirs, not stored again
-        family = shared_files.siblings(cache_root(), name.split("-")[0] + "-", MANIFEST, env_path(name))
+        family = shared_files.siblings(cache_root(), name.split("-")[0] + "-", MANIFEST, env_path(name, tag))
         manifest["shared_files"], manifest["shared_bytes"] = shared_files.share(scratch, family)
         return annotate(manifest) if annotate else manifest
 
-    return _made_once(name, fill)
+    return _made_once(name, fill, tag=tag)
 
 
 def layer(name, base, install_into, dists):
@@ -220,17 +258,17 @@ def layer(name, base, install_into, dists):
     return _made_once(name, fill, reuse=lambda found: found.manifest.get("layer_of") == base.path)
 
 
-def _made_once(name, fill, reuse=None):
+def _made_once(name, fill, reuse=None, tag=None):
     """The cached environment `name` (when `reuse(found)` says it may serve: None, any),
     or the one `fill(scratch, log) -> manifest` makes in a scratch directory, renamed into
     place only when complete; under a lock, so two processes build it once. A failure or
     a stop signal removes the scratch directory."""
-    path = env_path(name)
+    path = env_path(name, tag)
     os.makedirs(cache_root(), exist_ok=True)
     with open(path + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         found = cached(name)
-        if found is not None and (reuse is None or reuse(found)):
+        if found is not None and found.path == path and (reuse is None or reuse(found)):
             return found
         scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.partial-", dir=cache_root())
         try:

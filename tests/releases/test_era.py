@@ -26,7 +26,7 @@ def test_the_first_era_that_loads_is_kept_and_recorded(monkeypatch, tmp_path):
     monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path))
     tried = []
 
-    def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate=None):
+    def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate=None, python=None):
         tried.append(list(requirements))
         if "numpy==2.4.6" in requirements:  # the pinned NumPy: autograd 1.6 does not load
             raise era.LoadFailed("autograd does not load (exit 1); Python's last lines:\n"
@@ -77,7 +77,7 @@ def test_a_release_pip_cannot_install_with_the_pinned_numpy_climbs_the_ladder_to
     monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path))
     tried = []
 
-    def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate=None):
+    def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate=None, python=None):
         tried.append(list(requirements))
         if "numpy==2.4.6" in requirements:
             raise envs.Unavailable(f"pip install {' '.join(requirements)} failed (exit 1); the installer's last "

@@ -65,7 +65,7 @@ def test_yanked_releases_are_skipped_and_said():
 
 
 def test_an_uninstallable_release_is_recorded_and_the_sweep_goes_on(fake_index, monkeypatch, capsys):
-    def refuse(adapter, version, torch_index=None):
+    def refuse(adapter, version, torch_index=None, requires_python=None):
         raise Unavailable(f"pip install autograd=={version} failed (exit 1); the installer's last lines:\nno wheel")
 
     monkeypatch.setattr(envs, "for_version", refuse)
@@ -91,7 +91,7 @@ def test_a_release_pip_does_not_offer_here_is_unavailable_not_a_refusal(fake_ind
     listed = [listing.Release("1.8.0", "", ""), listing.Release("1.9.0", "", "", ">=3.99")]
     monkeypatch.setattr(listing, "published", lambda dist: (listed, "PyPI JSON API"))
 
-    def install(adapter, version, torch_index=None):
+    def install(adapter, version, torch_index=None, requires_python=None):
         raise Unavailable(f"pip install autograd=={version} failed (exit 1); the installer's last lines:\n"
                           "ERROR: No matching distribution found (requires a different Python)")
 

@@ -49,3 +49,17 @@ def test_a_release_measured_in_two_sweeps_sums_its_measuring_time(tmp_path):
     store.write_env(out, "jax", "0.7.1", {"measure_s": 60.0, "disk_bytes": 1})
     store.write_env(out, "jax", "0.7.1", {"measure_s": 40.5, "disk_bytes": 2})
     assert store.read_envs(out, "jax")["0.7.1"] == {"measure_s": 100.5, "disk_bytes": 2}
+
+
+def test_forgetting_an_unavailable_release_leaves_the_others(tmp_path):
+    """--retry-unavailable drops a release's old `unavailable` records and its envs entry
+    before trying it again, so the new records do not stand beside the old ones."""
+    out = str(tmp_path)
+    for number in (1, 2):
+        results.write_records(store.round_path(out, "jax", number), [_record("0.10.2"), _record("0.11.0")])
+    store.write_env(out, "jax", "0.10.2", {"disk_bytes": 1})
+    store.write_env(out, "jax", "0.11.0", {"unavailable": "requires Python >=3.12"})
+    store.forget_release(out, "jax", "0.11.0")
+    for number in (1, 2):
+        assert [r["version"] for r in store.read(store.round_path(out, "jax", number))] == ["0.10.2"]
+    assert list(store.read_envs(out, "jax")) == ["0.10.2"]

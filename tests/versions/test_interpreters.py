@@ -1,0 +1,59 @@
+"""A release the running Python cannot install is built with another Python of the host:
+pip's refusal is read for the release's Requires-Python, the oldest admitting
+interpreter is chosen (never the running one's minor version), and the environment,
+named for that Python, is found again by name."""
+
+import json
+import os
+import stat
+import sys
+
+from harness.versions import envs, interpreters
+
+PIP_REFUSAL = (
+    "INFO: pip is looking at multiple versions...\n"
+    "ERROR: Ignored the following versions that require a different python version: "
+    "0.10.0 Requires-Python >=3.11; 0.11.0 Requires-Python >=3.12; 0.12.0 Requires-Python >=3.12\n"
+    "ERROR: No matching distribution found for jax==0.11.0\n"
+)
+
+
+def _fake_python(folder, name, version):
+    """An executable that answers the version question as a Python of `version` would."""
+    path = os.path.join(folder, name)
+    with open(path, "w") as handle:
+        handle.write(f"#!/bin/sh\necho {' '.join(version.split('.'))}\n")
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_pip_refusal_names_the_release_requires_python():
+    assert interpreters.needs_other_python(PIP_REFUSAL, "0.11.0") == ">=3.12"
+    assert interpreters.needs_other_python(PIP_REFUSAL, "0.9.2") is None  # refused for another reason
+    assert interpreters.needs_other_python("ERROR: No matching distribution found", "0.11.0") is None
+
+
+def test_the_oldest_admitting_python_is_chosen(tmp_path, monkeypatch):
+    newer = _fake_python(tmp_path, "py99", "3.99.1")
+    older = _fake_python(tmp_path, "py98", "3.98.0")
+    same = _fake_python(tmp_path, "same", f"{sys.version_info.major}.{sys.version_info.minor}.0")
+    broken = os.path.join(tmp_path, "missing-python")  # a pyenv shim without its Python: skipped
+    monkeypatch.setenv("GRADMEM_PYTHONS", os.pathsep.join([newer, older, same, broken]))
+    found, looked = interpreters.find(">=3.98")
+    assert found == (older, "3.98.0")
+    assert {"3.99.1", "3.98.0"} <= set(looked)
+    assert interpreters.find(">=4.0")[0] is None
+    # the running minor version is never "another Python", even where it is admitted
+    assert interpreters.find(f"=={sys.version_info.major}.{sys.version_info.minor}.*")[0] != (same, f"{sys.version_info.major}.{sys.version_info.minor}.0")
+
+
+def test_an_environment_of_another_python_is_found_by_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path))
+    other = tmp_path / "jax-0.11.0-py3.99"
+    other.mkdir()
+    (other / envs.MANIFEST).write_text(json.dumps({"python": "3.99.1", "versions": {"jax": "0.11.0"}}))
+    (tmp_path / "jax-0.11.0.1-py3.99").mkdir()  # a longer version is another release, never matched
+    found = envs.cached("jax-0.11.0")
+    assert found is not None and found.path == str(other) and found.versions == {"jax": "0.11.0"}
+    assert envs.cached("jax-0.11") is None
+    assert envs.python_tag("3.12.1") == "py3.12"
