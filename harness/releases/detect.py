@@ -215,8 +215,9 @@ def report(records, found, framework, env_info, size="small", commits=()):
     stage-2 findings of FRAMEWORK.commits.json (harness/versions/findings.py), each
     named beside the change it bisected."""
     listed = []
+    pythons = _pythons(records)
     for change in found.changes:
-        differs = _dependencies_differ(env_info, change.before_release, change.release)
+        differs = _dependencies_differ(env_info, change.before_release, change.release, pythons)
         metric = BISECT_METRIC.get(change.figure)  # bisect measures; a prediction it does not bisect
         command = None if metric is None else (
             f"python -m harness bisect --framework {framework} --workload {change.workload} "
@@ -269,12 +270,24 @@ def commit_search(commits, framework, change, size):
     return {k: mine[-1][k] for k in keep if k in mine[-1]}
 
 
-def _dependencies_differ(env_info, a, b):
-    """{dist: [version at a, version at b]} for NumPy/SciPy when the two environments differ."""
+def _dependencies_differ(env_info, a, b, pythons=None):
+    """{dist: [version at a, version at b]} for NumPy/SciPy, and "python" (minor version)
+    when the two releases ran in different interpreters (a release that needs a newer
+    Python, harness/versions/interpreters.py), where the two environments differ."""
     va = (env_info.get(a) or {}).get("versions") or {}
     vb = (env_info.get(b) or {}).get("versions") or {}
     # both known: an environment built by an older gradmem may not list SciPy (not a difference)
-    return {d: [va[d], vb[d]] for d in ("numpy", "scipy") if va.get(d) and vb.get(d) and va[d] != vb[d]}
+    found = {d: [va[d], vb[d]] for d in ("numpy", "scipy") if va.get(d) and vb.get(d) and va[d] != vb[d]}
+    pa, pb = (pythons or {}).get(a), (pythons or {}).get(b)
+    if pa and pb and pa.split(".")[:2] != pb.split(".")[:2]:
+        found["python"] = [pa, pb]
+    return found
+
+
+def _pythons(records):
+    """release -> the Python its workers ran (each record's provenance says)."""
+    return {r.get("version"): (r.get("provenance") or {}).get("python") for r in records
+            if (r.get("provenance") or {}).get("python")}
 
 
 def fmt(figure, number):
@@ -299,7 +312,7 @@ def summary(document):
     for c in document["changes"]:
         rel = f" ({c['relative']:+.1%})" if c["relative"] is not None else ""
         note = " [time: advisory]" if c["advisory"] else ""
-        deps = f" [NumPy/SciPy differ: {c['dependencies_differ']}]" if c["dependencies_differ"] else ""
+        deps = f" [dependencies differ: {c['dependencies_differ']}]" if c["dependencies_differ"] else ""
         note += gap_note(c)
         lines.append(
             f"change {c['workload']} {c['mode']} {c['figure']}: {c['before_release']} -> {c['release']} "

@@ -118,3 +118,14 @@ def test_a_change_across_releases_this_series_skipped_says_where_it_may_lie():
     said = detect.summary(document)
     assert "not consecutive: 2 release(s) between (1.1..1.2)" in said
     assert said.count("not consecutive") == len([c for c in document["changes"] if c["workload"] == "unet"])
+
+
+def test_a_change_where_the_python_changes_says_so():
+    """JAX 0.11 needs Python 3.12 and ran there (interpreters.py), 0.10.2 on 3.11: a move
+    between them may be the interpreter's, and the change must say the Python differs."""
+    recs = records({"0.10.2": [13.5, 13.6], "0.11.0": [4.3, 4.4], "0.11.1": [4.3, 4.4]}, figure_key="retained_bytes")
+    for r in recs:
+        r["provenance"] = {"python": "3.11.7" if r["version"] == "0.10.2" else "3.12.1"}
+    document = detect.report(recs, detect.detect(recs), "jax", {})
+    (entry,) = [c for c in document["changes"] if c["figure"] == "retained"]
+    assert entry["release"] == "0.11.0" and entry["dependencies_differ"] == {"python": ["3.11.7", "3.12.1"]}
