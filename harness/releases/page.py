@@ -159,7 +159,7 @@ def _changes(changes):
             + _commit_found(c["figure"], c.get("commit_search")) + "</td></tr>"
         )
     return ("<table><thead><tr><th>workload</th><th>mode</th><th>figure</th><th>release</th><th>median before → after</th>"
-            "<th>band exceeded</th><th>rounds</th><th>what moved (phases; largest part)</th><th>NumPy/SciPy</th>"
+            "<th>band exceeded</th><th>rounds</th><th>what moved (phases; largest part)</th><th>dependencies that differ</th>"
             "<th>command that shows it</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
