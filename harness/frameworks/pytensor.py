@@ -269,7 +269,7 @@ class PytensorAdapter(Adapter):
             loss, *grads = rewrite_graph(
                 [loss, *grads], include=("canonicalize", "stabilize", "specialize"), clone=True
             )
-            roots = p_sym + i_sym
+            roots = _rewritten_roots(p_sym + i_sym, [loss, *grads])
             saved = _residuals(loss, grads, roots)
             pmode = self._pytensor_mode(mode)
             fwd = pytensor.function(roots, [loss, *saved], mode=pmode, on_unused_input="ignore")
@@ -416,6 +416,19 @@ def _use_project_compiledir():
         os.environ["PYTENSOR_FLAGS"] = f"{ours},{flags}" if flags else ours
 
 
+def _rewritten_roots(roots, outputs):
+    """`roots` as the rewritten graph `outputs` holds them. rewrite_graph(clone=True)
+    keeps the input variables from PyTensor 3.0.3 on; 3.0.0-3.0.2 clone them too, and a
+    function over the old ones misses every input ("MissingInputError: Input 0 (bout)
+    ... was not provided"). Matched by name (the symbols are named for their arrays)."""
+    try:
+        from pytensor.graph.traversal import graph_inputs
+    except ImportError:  # before 3.0.x moved it
+        from pytensor.graph.basic import graph_inputs
+    by_name = {v.name: v for v in graph_inputs(outputs) if v.name}
+    return [v if v.name not in by_name else by_name[v.name] for v in roots]
+
+
 def _static_shape(x):
     shape = x.type.shape
     if any(s is None for s in shape):
@@ -433,7 +446,10 @@ def _make_ops():
         # PyTensor's own Softmax (its hand-written pullback), inlined: not inlined, an
         # OpFromGraph's forward is compiled apart in PyTensor's default mode (Numba
         # in 3.x), which under FAST_COMPILE costs minutes of JIT and mixes backends.
-        return Softmax(axis=(axis % x.type.ndim,), inline=True)(x)
+        try:
+            return Softmax(axis=(axis % x.type.ndim,), inline=True)(x)
+        except TypeError:  # PyTensor 3.0.0: Softmax is a plain Op (nothing to inline), as users call it
+            return pt.special.softmax(x, axis=axis)
 
     def logsumexp(x, axis=-1, keepdims=False):
         # pt.logsumexp is log(sum(exp(x))): stable only after FAST_RUN's stabilize

@@ -39,6 +39,8 @@ from harness.report.build import write_atomically
 from harness.versions import envs, index, spec
 
 DEFAULT_OUT = "releases"
+#: what --retry may measure again: every status but ok
+RETRYABLE = tuple(s for s in results.STATUSES if s != "ok")
 
 
 def add_arguments(parser):
@@ -61,9 +63,10 @@ def add_arguments(parser):
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker (default 600)")
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"directory of the records and page (default {DEFAULT_OUT})")
     parser.add_argument("--resume", action="store_true", help="measure only the cells without a record in --out")
-    parser.add_argument("--retry-unavailable", action="store_true",
-                        help="with --resume: try again the releases recorded unavailable (the host gained a Python "
-                             "or a wheel since)")
+    parser.add_argument("--retry", default=None, metavar="STATUS[,STATUS]",
+                        help=f"with --resume: measure again the cells recorded with these statuses "
+                             f"({'|'.join(RETRYABLE)}; e.g. unavailable after the host gained a Python, error after "
+                             f"an adapter fix)")
     parser.add_argument("--keep-envs", action="store_true", help="keep each release's environment after it is measured")
     parser.add_argument("--page-only", action="store_true", help="measure nothing: write the changes and page again")
     parser.add_argument(
@@ -97,6 +100,9 @@ def check(args):
     choices.check_choice("executor", args.executor, run_sweep.EXECUTORS)
     if args.address is not None and args.executor != "ray":
         raise choices.ChoiceError("--address is the Ray cluster's: it needs --executor ray")
+    args.retry = tuple(choices.parse_choices("retry status", args.retry, RETRYABLE)) if args.retry else ()
+    if args.retry and not args.resume:
+        raise choices.ChoiceError("--retry re-measures cells of an existing sweep: it needs --resume")
     if args.repeats < 1 or args.time_repeat < 1 or args.time_budget < 0:
         raise choices.ChoiceError("--repeats and --time-repeat must be >= 1, --time-budget >= 0")
     return adapter
@@ -186,14 +192,13 @@ def _measure_release(adapter, release, args, where):
     out, name, version = args.out, adapter.name, release.version
     first = store.round_path(out, name, 1)
     todo = _cells(adapter, version, args)
+    if args.retry:
+        store.forget(out, name, version, args.retry, {resume.key(cell) for cell in todo})
     first_missing = _missing(first, todo)
     unavailable = not first_missing and all(
         r.get("status") == "unavailable" for r in store.read(first) if r.get("version") == version)
     rounds_missing = [k for k in range(1, args.repeats + 1)
                       if _missing(store.round_path(out, name, k), todo)]
-    if unavailable and args.retry_unavailable:
-        store.forget_release(out, name, version)
-        return _measure_release(adapter, release, args, where)
     if unavailable or not rounds_missing:
         print(f"{where} {name}=={version}: already measured", flush=True)
         return 0

@@ -26,6 +26,7 @@ import json
 import os
 
 from harness import results
+from harness.sweep import resume
 from harness.versions import index
 
 ROUND_KEY = "release_round"
@@ -135,17 +136,28 @@ def write_env(out, framework, version, info):
     results.write_json_atomic(envs_path(out, framework), known)
 
 
-def forget_release(out, framework, version):
-    """Drop what the store holds of `version` (its records in every round and its
-    environment's entry): a release recorded `unavailable` is about to be tried again
-    (--retry-unavailable), and its old records must not stand beside the new ones."""
+def forget(out, framework, version, statuses, keys):
+    """Drop `version`'s records whose status is one of `statuses` and whose cell key
+    (sweep.resume.key) is in `keys`, from every round (--retry: the cells are measured
+    again, and the old records must not stand beside the new ones); a retried
+    `unavailable` also leaves the release's environment entry. Returns how many."""
+    def dropped(record):
+        return (record.get("version") == version and record.get("status") in statuses
+                and resume.key(record) in keys)
+
+    count = 0
     for number in range(1, rounds_held(out, framework, 1) + 1):
         path = round_path(out, framework, number)
-        if os.path.exists(path):
-            results.write_records(path, [r for r in read(path) if r.get("version") != version])
+        held = read(path)
+        kept = [r for r in held if not dropped(r)]
+        if len(kept) != len(held):
+            results.write_records(path, kept)
+            count += len(held) - len(kept)
     known = read_envs(out, framework)
-    if known.pop(version, None) is not None:
+    if count and "unavailable" in statuses and "unavailable" in known.get(version, {}):
+        known.pop(version)
         results.write_json_atomic(envs_path(out, framework), known)
+    return count
 
 
 def commits_path(out, framework):

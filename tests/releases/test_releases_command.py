@@ -41,6 +41,8 @@ def releases(*extra):
         (["--workload", "lstm"], "unknown workload 'lstm'"),
         (["--executor", "slurm"], "unknown executor 'slurm'; valid executors: local, ray"),
         (["--address", "10.0.0.5:6379"], "--address is the Ray cluster's: it needs --executor ray"),
+        (["--retry", "error"], "--retry re-measures cells of an existing sweep: it needs --resume"),
+        (["--resume", "--retry", "slow"], "unknown retry status 'slow'"),
     ],
 )
 def test_bad_input_exits_2(fake_index, capsys, monkeypatch, extra, says):
@@ -84,6 +86,20 @@ def test_an_uninstallable_release_is_recorded_and_the_sweep_goes_on(fake_index, 
     assert releases("--from", "1.7.0", "--workload", "chained_dot", "--size", "tiny", "--out", str(out),
                     "--resume") == 0
     assert (out / "autograd.html").read_text().count("unavailable") >= 2
+    # --retry unavailable tries them again, and their old records go
+    tried = []
+
+    def still_refuse(adapter, version, torch_index=None, requires_python=None):
+        tried.append(version)
+        raise Unavailable("pip install failed (exit 1); the installer's last lines:\nERROR: still no wheel")
+
+    monkeypatch.setattr(envs, "for_version", still_refuse)
+    assert releases("--from", "1.7.0", "--workload", "chained_dot", "--size", "tiny", "--out", str(out),
+                    "--resume", "--retry", "unavailable") == 0
+    assert tried == ["1.7.0", "1.8.0"]
+    records = results.read_records(store.merged_path(str(out), "autograd"))
+    assert [(r["version"], r["status"]) for r in records] == [("1.7.0", "unavailable"), ("1.8.0", "unavailable")]
+    assert all("still no wheel" in r["message"] for r in records)
 
 
 def test_a_release_pip_does_not_offer_here_is_unavailable_not_a_refusal(fake_index, monkeypatch, capsys):

@@ -51,15 +51,24 @@ def test_a_release_measured_in_two_sweeps_sums_its_measuring_time(tmp_path):
     assert store.read_envs(out, "jax")["0.7.1"] == {"measure_s": 100.5, "disk_bytes": 2}
 
 
-def test_forgetting_an_unavailable_release_leaves_the_others(tmp_path):
-    """--retry-unavailable drops a release's old `unavailable` records and its envs entry
-    before trying it again, so the new records do not stand beside the old ones."""
+def test_retry_forgets_only_the_retried_statuses_and_cells(tmp_path):
+    """--retry drops the old records of the cells it measures again (by status and cell),
+    in every round, so the new records do not stand beside the old ones; a retried
+    `unavailable` release loses its environment entry (it is built again)."""
+    from harness.sweep import resume
+
     out = str(tmp_path)
+    failed = dict(_record("0.10.2"), status="error", workload="unet")
     for number in (1, 2):
-        results.write_records(store.round_path(out, "jax", number), [_record("0.10.2"), _record("0.11.0")])
+        results.write_records(store.round_path(out, "jax", number), [_record("0.10.2"), failed, _record("0.11.0")])
     store.write_env(out, "jax", "0.10.2", {"disk_bytes": 1})
     store.write_env(out, "jax", "0.11.0", {"unavailable": "requires Python >=3.12"})
-    store.forget_release(out, "jax", "0.11.0")
-    for number in (1, 2):
-        assert [r["version"] for r in store.read(store.round_path(out, "jax", number))] == ["0.10.2"]
+    every_cell = {resume.key(r) for r in (_record("0.10.2"), failed, _record("0.11.0"))}
+
+    assert store.forget(out, "jax", "0.11.0", ("unavailable",), every_cell) == 2
+    assert store.forget(out, "jax", "0.10.2", ("error",), {resume.key(_record("0.10.2"))}) == 0  # not that cell
+    assert store.forget(out, "jax", "0.10.2", ("error",), every_cell) == 2
+    for number in (1, 2):  # 0.10.2's unavailable record (another status) stays
+        held = store.read(store.round_path(out, "jax", number))
+        assert [(r["version"], r["workload"], r["status"]) for r in held] == [("0.10.2", "chained_dot", "unavailable")]
     assert list(store.read_envs(out, "jax")) == ["0.10.2"]
