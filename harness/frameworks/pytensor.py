@@ -426,7 +426,7 @@ def _rewritten_roots(roots, outputs):
     except ImportError:  # before 3.0.x moved it
         from pytensor.graph.basic import graph_inputs
     by_name = {v.name: v for v in graph_inputs(outputs) if v.name}
-    return [v if v.name not in by_name else by_name[v.name] for v in roots]
+    return [by_name.get(v.name, v) for v in roots]
 
 
 def _static_shape(x):

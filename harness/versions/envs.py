@@ -216,7 +216,12 @@ def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate
     `extra_steps`: functions (python, log_path) -> None run after the install (e.g. a
     commit's own package); they raise Unavailable to fail the build."""
     interpreter = python or sys.executable
-    tag = None if python is None else python_tag(".".join(map(str, interpreters.version_of(python) or ())))
+    tag = None
+    if python is not None:  # named for its Python: never under the running one's name
+        version = interpreters.version_of(python)
+        if version is None:
+            raise Unavailable(f"{python} does not run (asked for its version): no environment of {name} with it")
+        tag = python_tag(".".join(map(str, version)))
 
     def fill(scratch, log):
         python = os.path.join(scratch, "bin", "python")

@@ -64,9 +64,10 @@ def version_of(python):
 
 
 def find(requires_python):
-    """(path, "3.N.M") of the oldest Python here, other than the running one's minor
-    version, that `requires_python` (a PEP 440 specifier) admits and that can make a
-    venv; None when there is none. Also the list of versions looked at, for the error."""
+    """((path, "3.N.M") of the oldest Python here, other than the running one's minor
+    version, that `requires_python` (a PEP 440 specifier) admits, or None when there is
+    none; the versions looked at, for the error). Whether it can make a venv is learnt
+    when the environment is built (its failure is pip's or venv's, with their lines)."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     try:
