@@ -1,5 +1,6 @@
 """Memory per phase, measured by the harness (CPU: the worker's VmHWM and VmRSS; CUDA:
-the framework's allocator), per workload, framework, device, mode.
+the framework's allocator, read through the figure registry, harness/figures.py), per
+workload, framework, device, mode.
 
 Three figures (harness/measure/memory_meter.py): the *step peak* (above the resident
 bytes at the step's start: what the step needs; the headline the gate uses), the
@@ -16,16 +17,16 @@ class PeakMemory(Grid):
     unit = "bytes"
 
     def track_forward(self, cache, *cell):
-        return figure(cache, cell, "peak_bytes", "forward")
+        return figure(cache, cell, "step_peak.forward")
 
     def track_backward(self, cache, *cell):
-        return figure(cache, cell, "peak_bytes", "backward")
+        return figure(cache, cell, "step_peak.backward")
 
     def track_step(self, cache, *cell):
-        return figure(cache, cell, "peak_bytes", "step")
+        return figure(cache, cell, "step_peak.step")
 
     def track_total(self, cache, *cell):
-        return figure(cache, cell, "peak_bytes", "total")
+        return figure(cache, cell, "step_peak")
 
 
 class RetainedMemory(Grid):
@@ -35,7 +36,7 @@ class RetainedMemory(Grid):
     unit = "bytes"
 
     def track_retained(self, cache, *cell):
-        return figure(cache, cell, "retained_bytes")
+        return figure(cache, cell, "retained")
 
 
 class FootprintMemory(Grid):
@@ -44,7 +45,7 @@ class FootprintMemory(Grid):
     unit = "bytes"
 
     def track_total(self, cache, *cell):
-        return figure(cache, cell, "footprint_bytes", "total")
+        return figure(cache, cell, "footprint")
 
 
 class FirstStepMemory(Grid):
@@ -54,10 +55,10 @@ class FirstStepMemory(Grid):
     unit = "bytes"
 
     def track_total(self, cache, *cell):
-        return figure(cache, cell, "first_step_peak_bytes", "total")
+        return figure(cache, cell, "first_step_peak")
 
     def track_footprint(self, cache, *cell):
-        return figure(cache, cell, "first_step_footprint_bytes", "total")
+        return figure(cache, cell, "first_step_footprint")
 
 
 class SavedActivations(Grid):
@@ -67,7 +68,7 @@ class SavedActivations(Grid):
     unit = "bytes"
 
     def track_saved_activations(self, cache, *cell):
-        return figure(cache, cell, "breakdown_bytes", "saved_activations")
+        return figure(cache, cell, "saved_activations")
 
 
 class LiveMemory(Grid):
@@ -76,7 +77,7 @@ class LiveMemory(Grid):
     unit = "bytes"
 
     def track_after_backward(self, cache, *cell):
-        return figure(cache, cell, "live_bytes", "after_backward")
+        return figure(cache, cell, "live.after_backward")
 
 
 class DeviceMemory(Grid):
@@ -85,4 +86,4 @@ class DeviceMemory(Grid):
     unit = "bytes"
 
     def track_allocator_peak(self, cache, *cell):
-        return figure(cache, cell, "device_memory", "peak_bytes", "total")
+        return figure(cache, cell, "allocator_step_peak")

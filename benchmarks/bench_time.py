@@ -16,19 +16,19 @@ class Time(Grid):
     version = f"{VERSION}+{TIME_METHOD}"
 
     def track_forward(self, cache, *cell):
-        return figure(cache, cell, "time_s", "forward")
+        return figure(cache, cell, "time.forward")
 
     def track_backward(self, cache, *cell):
-        return figure(cache, cell, "time_s", "backward")
+        return figure(cache, cell, "time.backward")
 
     def track_step(self, cache, *cell):
-        return figure(cache, cell, "time_s", "step")
+        return figure(cache, cell, "time.step")
 
     def track_total(self, cache, *cell):
-        return figure(cache, cell, "time_s", "total")
+        return figure(cache, cell, "time")
 
     def track_compile(self, cache, *cell):
-        return figure(cache, cell, "compile_s")
+        return figure(cache, cell, "first_step_time")
 
 
 class TimeNoise(Grid):

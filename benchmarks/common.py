@@ -247,16 +247,41 @@ def _end_with(parent):
 sweep.timeout = SWEEP_TIMEOUT_S
 
 
-def figure(cache, cell, *path):
-    """The cell record's number at `path` (e.g. "peak_bytes", "total"), or NaN (asv: n/a)
-    when the cell was not swept, did not run, or has no such figure."""
-    value = cache.get(tuple(cell))
-    if value is None or value.get("status") != "ok":
-        return math.nan
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
+def figure(cache, cell, name):
+    """The cell record's figure `name` (harness/figures.py: a CUDA cell's memory figures
+    are its device allocator's), or NaN (asv: n/a) when the cell was not swept, did not
+    run, or has no such figure."""
+    record = cache.get(tuple(cell))
+    try:
+        from harness import figures
+    except ImportError:  # `asv find` on a commit older than the registry
+        value = _figure_before_registry(record, name)
+    else:
+        value = figures.value(record, name)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return math.nan
+    return value
+
+
+#: where the figures lay in the records of gradmem commits older than the figure registry
+#: (CPU figures only: those commits showed no device figure), for `asv find` across them
+_PATHS_BEFORE_REGISTRY = {
+    "step_peak": ("peak_bytes", "total"), "retained": ("retained_bytes",), "footprint": ("footprint_bytes", "total"),
+    "first_step_peak": ("first_step_peak_bytes", "total"),
+    "first_step_footprint": ("first_step_footprint_bytes", "total"),
+    "saved_activations": ("breakdown_bytes", "saved_activations"), "live.after_backward": ("live_bytes", "after_backward"),
+    "time": ("time_s", "total"), "first_step_time": ("compile_s",),
+    **{f"{f}.{p}": (k, p) for f, k in (("step_peak", "peak_bytes"), ("time", "time_s"))
+       for p in ("forward", "backward", "step")},
+}
+
+
+def _figure_before_registry(record, name):
+    if not record or record.get("status") != "ok" or name not in _PATHS_BEFORE_REGISTRY:
+        return None
+    value = record
+    for key in _PATHS_BEFORE_REGISTRY[name]:
+        value = value.get(key) if isinstance(value, dict) else None
     return value
 
 

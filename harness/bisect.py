@@ -34,7 +34,7 @@ import shutil
 import tempfile
 import time
 
-from harness import choices, frameworks, workloads
+from harness import choices, figures, frameworks, workloads
 from harness.console import say
 from harness.frameworks.base import Unavailable
 from harness import interrupts
@@ -322,7 +322,7 @@ class Prober:
             outcome = self._pass(dict(job, kind="time"), "time", env_)
             if not outcome.ok:
                 return None, f"time pass {outcome.status}: {outcome.message}"
-        return figure(outcome.result, args.metric)
+        return figure(outcome.result, args.metric, job["cell"]["device"])
 
     def _pass(self, job, kind, env_):
         env, _ = environment.worker_environment(self.adapter, kind)
@@ -331,20 +331,15 @@ class Prober:
         return run_worker(job, env, self.workdir, f"{self.count:03d}-{kind}", self.args.timeout, python=env_.python)
 
 
-def figure(result, metric):
-    """(figure, "") of a worker's result, or (None, why)."""
-    if metric in PHASE_METRICS:
-        value = (result.get("peak_bytes") or {}).get(metric)
-    elif metric == "footprint":
-        value = (result.get("footprint_bytes") or {}).get("total")
-    elif metric == "retained":
-        value = result.get("retained_bytes")
-    elif metric == "first_step":
-        value = (result.get("first_step_peak_bytes") or {}).get("total")
-    elif metric == "first_footprint":
-        value = (result.get("first_step_footprint_bytes") or {}).get("total")
-    else:
-        value = (result.get("time_s") or {}).get("total")
+#: each --metric's figure in the registry (harness/figures.py)
+METRIC_FIGURE = {"total": "step_peak", "forward": "step_peak.forward", "backward": "step_peak.backward",
+                 "step": "step_peak.step", "footprint": "footprint", "retained": "retained",
+                 "first_step": "first_step_peak", "first_footprint": "first_step_footprint", "time": "time"}
+
+
+def figure(result, metric, device="cpu"):
+    """(figure, "") of a worker's result on `device`, or (None, why)."""
+    value = figures.value({**result, "device": device, "status": "ok"}, METRIC_FIGURE[metric])
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None, f"the pass measured no {metric_label(metric)} (keys: {', '.join(sorted(result))[:200]})"
     return float(value), ""

@@ -8,6 +8,9 @@ SIZES = ("tiny", "small", "paper")
 DTYPES = ("float32", "float64")
 DEVICES = ("cpu", "cuda")
 MODES = ("eager", "compiled")
+#: how float32 matrix products run on a GPU (--matmul-precision): "highest" is full float32 in
+#: every framework, so gradients agree and times compare like with like; "tf32" the tensor cores
+MATMUL_PRECISIONS = ("highest", "tf32")
 OPTIMIZERS = ("sgd", "adam")
 
 

@@ -13,10 +13,11 @@ that installs gradmem can guard its own model's step in its own tests::
 The cell is measured the way a sweep measures it: `python -m harness run` for that
 one cell (a fresh worker forked from the framework's zygote, a memory pass and a
 short time pass), so the figure is the record's, never a second measurement path.
-`limit` bounds the step peak (``peak_bytes.total``: above what was resident at the
-step's start), ``retained`` what the framework keeps between steps; ``"Nx bound"`` is
-N times the workload's bound (declared or derived). CUDA cells are judged by the
-allocator's figures (``device_memory``), not the process's RSS. A crossed limit fails
+`limit` bounds the step peak (the figure registry's ``step_peak``: above what was
+resident at the step's start), ``retained`` what the framework keeps between steps;
+``"Nx bound"`` is N times the workload's bound (declared or derived). CUDA cells are
+judged by the allocator's figures (harness/figures.py), not the process's RSS; an
+upper bound over the limit fails, saying it is one. A crossed limit fails
 the test with the measured figures and the breakdown; a cell that does not run
 (unavailable framework, error, OOM) fails with its status and message.
 
@@ -32,6 +33,8 @@ import sys
 import tempfile
 
 import pytest
+
+from harness import figures as registry
 
 MARKER = "step_memory"
 UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -123,12 +126,18 @@ def check(workload, framework="reference", limit=None, retained=None, **cell):
 
 
 def _figures(record):
-    if record["device"] == "cuda":  # the allocator's figures: RSS does not see device memory
-        device = record.get("device_memory") or {}
-        return ({"peak": (device.get("peak_bytes") or {}).get("total"), "retained": device.get("retained_bytes")},
-                "the CUDA allocator (device_memory)")
-    return ({"peak": record["peak_bytes"]["total"], "retained": record["retained_bytes"]},
-            "process RSS (step peak above the step's start; retained between steps)")
+    """The figures the marker gates, from the figure registry: a CUDA cell's are its
+    device allocator's (RSS does not see device memory)."""
+    source = registry.source(record)
+    if source.kind is None:
+        pytest.fail(f"step_memory: {record['framework']} on {record['device']}: {source.reason}", pytrace=False)
+    found = {"peak": registry.value(record, "step_peak"), "retained": registry.value(record, "retained"),
+             "phases": registry.phases(record, "step_peak")}
+    if source.kind == "host":
+        return found, "process RSS (step peak above the step's start; retained between steps)"
+    bound = " (an upper bound: " + registry.upper_bound_reason(record) + ")" \
+        if registry.upper_bound(record, "step_peak") else ""
+    return found, source.label + bound
 
 
 def report(record, figures, source, crossed):
@@ -138,7 +147,7 @@ def report(record, figures, source, crossed):
              f"  step peak {_mib(figures['peak'])}, retained {_mib(figures['retained'])}, "
              f"bound {_mib(record['bound_bytes'])} ({record.get('bound_source') or 'declared'}), "
              f"peak/bound {figures['peak'] / record['bound_bytes']:.2f}",
-             "  per phase: " + ", ".join(f"{k} {_mib(v)}" for k, v in (record.get("peak_bytes") or {}).items()),
+             "  per phase: " + ", ".join(f"{k} {_mib(v)}" for k, v in figures["phases"].items()),
              "  breakdown:"]
     for key, value in (record.get("breakdown_bytes") or {}).items():
         lines.append(f"    {key:<18} {_mib(value):>12}   {(record.get('breakdown_method') or {}).get(key, '')}")

@@ -95,6 +95,20 @@ OK_KEYS = (
     "grad_rel_err",
     "timeline",
 )
+#: a record's fields as its passes give them, the one list: the sweep copies each from
+#: the pass's result as it is (harness/sweep/cell_runner.py); harness/figures.py says
+#: how each figure is read from them
+MEMORY_PASS_FIELDS = (
+    "retained_bytes", "retained_detail_bytes", "peak_bytes", "footprint_bytes", "live_bytes",
+    "first_step_retained_bytes", "first_step_retained_detail_bytes", "first_step_peak_bytes",
+    "first_step_footprint_bytes", "first_step_live_bytes", "breakdown_bytes", "breakdown_method",
+    "bound_bytes", "bound_source", "tracemalloc_peak_bytes", "device_memory", "grad_rel_err", "grad_check",
+    "step_kind", "step_program", "buffer_cache", "prediction", "steady_samples", "saved_by_op",
+)
+TIME_PASS_FIELDS = (
+    "time_s", "time_spread_s", "compile_s", "first_step_time_s", "time_samples_s", "time_min_s", "cpu_time_s",
+    "time_noisy", "time_noise", "time_stats",
+)
 PROVENANCE_KEYS = ("versions", "git_commit", "machine", "python", "env", "threads", "seed", "started_at")
 
 

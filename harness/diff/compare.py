@@ -17,6 +17,7 @@
   the plan, the runtime or what is kept between steps changed.
 """
 
+from harness import figures as registry
 from harness.results import PHASES
 
 #: a figure "moved" when it changed by more than this fraction and this many bytes:
@@ -40,14 +41,16 @@ def _row(name, a, b, unit="bytes"):
 
 
 def figures(a, b):
+    """Each figure of A and B from the figure registry (a CUDA cell's are its device
+    allocator's); `source_mismatch` says when the two come from different sources."""
     rows = []
     for phase in PHASES:
-        for key, name in (("peak_bytes", "step peak"), ("footprint_bytes", "footprint"),
-                          ("first_step_peak_bytes", "first step peak")):
-            va, vb = (a.get(key) or {}).get(phase), (b.get(key) or {}).get(phase)
+        for name, label in (("step_peak", "step peak"), ("footprint", "footprint"),
+                            ("first_step_peak", "first step peak")):
+            va, vb = registry.at(a, name, phase), registry.at(b, name, phase)
             if va is not None or vb is not None:
-                rows.append(dict(_row(name, va, vb), phase=phase))
-        ta, tb = (a.get("time_s") or {}).get(phase), (b.get("time_s") or {}).get(phase)
+                rows.append(dict(_row(label, va, vb), phase=phase))
+        ta, tb = registry.at(a, "time", phase), registry.at(b, "time", phase)
         if ta is not None or tb is not None:
             # a time taken while other processes ran is advisory (time_noise says why)
             rows.append(dict(_row("time (median)", ta, tb, "s"), phase=phase,
@@ -56,12 +59,12 @@ def figures(a, b):
         la, lb = (a.get("live_bytes") or {}).get(key), (b.get("live_bytes") or {}).get(key)
         if la is not None or lb is not None:
             rows.append(dict(_row(f"live {key.replace('_', ' ')}", la, lb), phase="step"))
-    rows.append(dict(_row("retained", a.get("retained_bytes"), b.get("retained_bytes")), phase="step"))
+    rows.append(dict(_row("retained", registry.value(a, "retained"), registry.value(b, "retained")), phase="step"))
     da, db = a.get("retained_detail_bytes") or {}, b.get("retained_detail_bytes") or {}
     for kind in sorted(set(da) | set(db)):
         rows.append(dict(_row(f"retained, {kind} pages", da.get(kind), db.get(kind)), phase="step"))
-    rows.append(dict(_row("first step retained", a.get("first_step_retained_bytes"),
-                          b.get("first_step_retained_bytes")), phase="step"))
+    rows.append(dict(_row("first step retained", registry.value(a, "first_step_retained"),
+                          registry.value(b, "first_step_retained")), phase="step"))
     rows.append(dict(_row("compile / first call", a.get("compile_s"), b.get("compile_s"), "s"), phase="step"))
     return rows
 
@@ -77,7 +80,7 @@ def _category(a, b, name):
 
 def explained(a, b):
     """The step peak's and the retained bytes' differences split into categories."""
-    peak = _row("step peak", (a.get("peak_bytes") or {}).get("total"), (b.get("peak_bytes") or {}).get("total"))
+    peak = _row("step peak", registry.value(a, "step_peak"), registry.value(b, "step_peak"))
     parts = [_category(a, b, name) for name in STEP_CATEGORIES]
     # a category null on either side is not counted: its bytes stay in the rest, and
     # the rest says so (never a guess, never forced to zero)
@@ -86,7 +89,7 @@ def explained(a, b):
     if peak["diff"] is not None:
         rest = peak["diff"] - sum(p["diff"] for p in parts if p["diff"] is not None)
     temporaries = _category(a, b, "temporaries")
-    retained = _row("retained", a.get("retained_bytes"), b.get("retained_bytes"))
+    retained = _row("retained", registry.value(a, "retained"), registry.value(b, "retained"))
     optimizer = _category(a, b, "optimizer_state")
     retained_rest = _sub(optimizer["diff"], retained["diff"]) if optimizer["diff"] is not None else None
     return {
@@ -211,8 +214,8 @@ def layer(a, b):
         return {"verdict": None, "reason": f"the predictions were taken differently ({pa.get('method')} / "
                                            f"{pb.get('method')})"}
     predicted = _row("predicted", pa["bytes"], pb["bytes"])
-    peak = _row("step peak", (a.get("peak_bytes") or {}).get("total"), (b.get("peak_bytes") or {}).get("total"))
-    retained = _row("retained", a.get("retained_bytes"), b.get("retained_bytes"))
+    peak = _row("step peak", registry.value(a, "step_peak"), registry.value(b, "step_peak"))
+    retained = _row("retained", registry.value(a, "retained"), registry.value(b, "retained"))
     plan = moved(pa["bytes"], pb["bytes"], PREDICTION_MOVED_FRACTION, 0)
     runtime, kept = moved(peak["a"], peak["b"]), moved(retained["a"], retained["b"])
     verdicts = []
@@ -240,5 +243,6 @@ def build(a, b, labels):
         "backward": backward(a, b),
         "environment": environment(a, b),
         "layer": layer(a, b),
-        "bound_bytes": {"a": a.get("bound_bytes"), "b": b.get("bound_bytes")},
+        "bound_bytes": {"a": registry.value(a, "bound"), "b": registry.value(b, "bound")},
+        "source_mismatch": registry.comparable(a, b),
     }

@@ -55,7 +55,7 @@ def render(diff):
     u = e["unexplained"]
     categories = _table(["category", "A", "B", "B − A"], _rows(e["categories"])
                         + f'<tr class="rest"><th>{esc(u["figure"])}</th><td></td><td></td>{_diff_cell(u["diff"])}</tr>')
-    notes = [u["note"] + "."] + [
+    notes = ([f"Warning: {diff['source_mismatch']}."] if diff.get("source_mismatch") else []) + [u["note"] + "."] + [
         f"{c['figure']}: A {c['method_a']}; B {c['method_b']}" for c in e["categories"]
         if c["diff"] is None or (RSS_METHOD in (c["method_a"], c["method_b"]) and not c["same_method"])]
     ru = e["retained_unexplained"]

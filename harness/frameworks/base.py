@@ -200,6 +200,15 @@ class Adapter:
         (empty before load() and where it sets nothing)."""
         return dict(getattr(self, "_settings", None) or {})
 
+    def set_matmul_precision(self, device, precision):
+        """Make float32 matrix products (and convolutions) on `device` run at `precision`
+        ("highest": full float32; "tf32": tensor cores), after load(); return what was
+        set, in words, for the record. On the CPU nothing changes. An adapter that cannot
+        set it says so (its framework's default then holds)."""
+        if device == "cpu":
+            return "cpu: float32 products in float32"
+        return f"{self.name}: not set by gradmem (the framework's default)"
+
     def split_vjp(self, loss_fn, mode="eager"):
         """(forward, backward) so the two phases can be measured apart, or None.
 

@@ -88,6 +88,7 @@ class JaxAdapter(Adapter):
         jax.config.update("jax_enable_x64", True)
         if device == "cuda":
             jax_device = self.cuda_device()
+            settings["compile_cache"] = self.use_compile_cache()
         else:
             jax_device = jax.devices("cpu")[0]
         # Arrays made without an explicit device (constants inside ops) go here too.
@@ -255,6 +256,33 @@ class JaxAdapter(Adapter):
         return found
 
     # ---- CUDA: everything device-specific for JAX is below ---------------------------
+    def set_matmul_precision(self, device, precision):
+        if device == "cpu":
+            return super().set_matmul_precision(device, precision)
+        import jax
+
+        # JAX's default on a GPU is TF32 for float32 products ("default" precision)
+        value = "tensorfloat32" if precision == "tf32" else "highest"
+        jax.config.update("jax_default_matmul_precision", value)
+        return f"jax_default_matmul_precision={value}"
+
+    @staticmethod
+    def use_compile_cache():
+        """On CUDA, the cell's passes share JAX's persistent compilation cache (the
+        directory the sweep names in GRADMEM_COMPILE_CACHE_DIR): one compile per cell,
+        and the fresh process that measures the step alone loads its executables, so no
+        compile or autotuning enters its peak (harness/measure/worker.py, _step_alone).
+        Every program is cached, however quick its compile (eager runs many small ones)."""
+        import jax
+
+        path = os.environ.get("GRADMEM_COMPILE_CACHE_DIR")
+        if not path:
+            return None
+        jax.config.update("jax_compilation_cache_dir", path)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+        return path
+
     def device_memory_probe(self, device):
         if device != "cuda":
             return None  # memory_stats() is None on CPU
@@ -273,6 +301,7 @@ class JaxCudaProbe:
     every live array first (async dispatch)."""
 
     peak_since_reset = False
+    method = "jax Device.memory_stats() peak_bytes_in_use (since the process started)"
 
     def __init__(self, device):
         self.device = device

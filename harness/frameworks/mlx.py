@@ -223,6 +223,7 @@ class MlxAllocatorProbe:
     new: the step has already called ``mx.eval``. Not run here: no GPU."""
 
     peak_since_reset = True
+    method = "mlx get_peak_memory after reset_peak_memory"
 
     def __init__(self, mx):
         self.mx = mx

@@ -261,6 +261,7 @@ class PaddleCudaProbe:
     bytes, the peaks reset at ``reset()``. Reads synchronise first."""
 
     peak_since_reset = True
+    method = "paddle.device.cuda.max_memory_allocated"
 
     def __init__(self, paddle):
         self.cuda = paddle.device.cuda

@@ -23,6 +23,7 @@ with the reason, where either is missing.
 """
 
 import importlib.util
+import os
 
 from harness.choices import check_choice
 from harness.frameworks.base import Adapter, Unavailable
@@ -215,6 +216,13 @@ class ReferenceAdapter(Adapter):
         return {"at_peak": _by_role(ledger.peak_by_tag), "allocated": _by_role(ledger.allocated_by_tag)}
 
     # ---- CUDA: everything device-specific for the reference engine is below ---------
+    def set_matmul_precision(self, device, precision):
+        if device == "cpu":
+            return super().set_matmul_precision(device, precision)
+        # CuPy reads CUPY_TF32 when it starts: unset, cuBLAS computes float32 in float32
+        found = os.environ.get("CUPY_TF32", "unset")
+        return f"CuPy: CUPY_TF32={found} ({'tensor cores' if found == '1' else 'full float32'}; read at import)"
+
     def device_memory_probe(self, device):
         if device != "cuda":
             return None
@@ -259,6 +267,7 @@ class CupyPoolProbe:
     """
 
     peak_since_reset = True
+    method = "CuPy memory pool, peak counted by a cupy.cuda.MemoryHook"
 
     def __init__(self, cupy):
         self.cupy = cupy

@@ -271,6 +271,14 @@ class TensorflowAdapter(Adapter):
         return {id(t): int(t.shape.num_elements()) * t.dtype.size for t in leaves(tree)}
 
     # ---- CUDA: everything device-specific for TensorFlow is below --------------------
+    def set_matmul_precision(self, device, precision):
+        if device == "cpu":
+            return super().set_matmul_precision(device, precision)
+        import tensorflow as tf
+
+        tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
+        return f"tf.config.experimental.enable_tensor_float_32_execution({precision == 'tf32'})"
+
     def device_memory_probe(self, device):
         if device != "cuda":
             return None  # get_memory_info('CPU:0') is unsupported (docs/design.md, Evidence)
@@ -287,6 +295,7 @@ class TensorflowGpuProbe:
     no reserved (pool) figure. Reads synchronise the devices first."""
 
     peak_since_reset = True
+    method = "tf.config.experimental.get_memory_info peak after reset_memory_stats"
 
     def __init__(self, tf, name="GPU:0"):
         self.tf, self.name = tf, name

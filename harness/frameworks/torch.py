@@ -332,6 +332,17 @@ class TorchAdapter(Adapter):
         return found
 
     # ---- CUDA: everything device-specific for torch is below -------------------------
+    def set_matmul_precision(self, device, precision):
+        if device == "cpu":
+            return super().set_matmul_precision(device, precision)
+        import torch
+
+        tf32 = precision == "tf32"
+        # torch's default allows TF32 in cuDNN convolutions but not in matmuls: both set
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        return (f"torch.backends.cuda.matmul.allow_tf32={tf32}, torch.backends.cudnn.allow_tf32={tf32}")
+
     def device_memory_probe(self, device):
         if device != "cuda":
             return None
@@ -348,6 +359,7 @@ class TorchCudaProbe:
     Every read synchronises first so stream-ordered frees have happened."""
 
     peak_since_reset = True
+    method = "torch.cuda.max_memory_allocated after reset_peak_memory_stats"
 
     def __init__(self, torch):
         self.torch = torch

@@ -24,6 +24,7 @@ The hooks run in one step of their own after the measured steps (`count`), so th
 never touch a measured figure.
 """
 
+from harness import figures
 from harness.measure.phases import NullMeter
 
 ONCE = "once per buffer"
@@ -83,17 +84,19 @@ def _optimizer_state(adapter, update):
 
 
 def assemble(counts, steady):
-    """(breakdown_bytes, breakdown_method) from `count`'s findings and the steady
-    step's figures (its step peak, and its live bytes after forward for adapters that
-    count saved activations by RSS)."""
+    """(breakdown_bytes, breakdown_method) from `count`'s findings and the steady step
+    as a record (`figures.value` reads its step peak: a CUDA cell's is the device
+    allocator's), with its live bytes after forward for adapters that count saved
+    activations by RSS."""
     counts = dict(counts)
     if counts["saved_activations"][1] == RSS_METHOD:
-        counts["saved_activations"] = (steady["live_bytes"].get("after_forward"), RSS_METHOD)
+        live = figures.value(steady, "live.after_forward")
+        counts["saved_activations"] = (live, RSS_METHOD)
     saved = counts["saved_activations"][0]
     gradients = counts["gradients"][0]
-    peak = steady["peak_bytes"]["total"]
-    if saved is None or gradients is None:
-        counts["temporaries"] = (None, "needs both saved activations and gradients")
+    peak = figures.value(steady, "step_peak")
+    if saved is None or gradients is None or peak is None:
+        counts["temporaries"] = (None, "needs saved activations, gradients and the step peak")
     else:
         counts["temporaries"] = (
             max(0, peak - saved - gradients),

@@ -12,16 +12,18 @@ the allocator's bytes:
   at each phase boundary) minus the allocated bytes at the step's start;
 - ``footprint_bytes[phase]`` = retained + peak.
 
-Reserved (pool) bytes are given the same way where the probe has them
-(``reserved_peak_bytes``, above the reserved bytes at the step's start), NVML's
-process figure beside them. A probe that cannot reset its peak (JAX:
-``peak_since_reset`` is False) gives upper bounds, and the record says so.
+Reserved bytes, where the probe has them, are ``reserved_bytes[phase]``: the
+allocator's cache at its highest during the phase, *absolute* (after the first step the
+cache already holds what a step needs, so a figure above the step's start reads 0 in
+every steady step); NVML's figure of the process beside them.
 
-Not run on a GPU as of 2026-11-25 (the development machine has none: docs/gpu.md lists
-what the first GPU run checks). Without one, cuda cells are "unavailable" before any
-of this runs.
+A probe that cannot reset its peak (JAX's, ``peak_since_reset`` False) reads the
+process's peak: a phase's figure is exact only when that peak rose during the phase
+(the step set it), and ``peak_exact[phase]`` says which; elsewhere it is an upper bound
+(harness/figures.py marks it). `step_alone` measures such a step in a fresh process.
 """
 
+from harness.measure.memory_meter import footprint
 from harness.measure.nvml import NvmlSampler
 from harness.measure.phases import phase_figures
 
@@ -47,8 +49,8 @@ class DeviceMeter:
         self.base = self.probe.current_bytes()
 
     def start(self):
-        self.allocated, self.reserved = {}, {}
-        self.step_start = self.step_start_reserved = None
+        self.allocated, self.reserved, self.exact, self.before = {}, {}, {}, {}
+        self.step_start = None
         self.window = [None, None]
 
     def begin_step(self):
@@ -56,19 +58,35 @@ class DeviceMeter:
 
         self.window[0] = time.monotonic()
         self.step_start = self.probe.current_bytes()
-        self.step_start_reserved = _maybe(self.probe, "reserved_bytes")
 
     def begin(self, phase):
         self.probe.reset()
+        if not self.resettable:  # the process's peak so far: the phase is exact if it rises
+            self.before[phase] = self.probe.peak_bytes()
 
     def end(self, phase):
         import time
 
-        self.allocated[phase] = self.probe.peak_bytes() - self.step_start
+        peak = self.probe.peak_bytes()
+        self.allocated[phase] = peak - self.step_start
+        self.exact[phase] = self.resettable or peak > self.before[phase]
         reserved = _maybe(self.probe, "peak_reserved_bytes")
-        if reserved is not None and self.step_start_reserved is not None:
-            self.reserved[phase] = reserved - self.step_start_reserved
+        if reserved is not None:
+            self.reserved[phase] = reserved
         self.window[1] = time.monotonic()
+
+    @property
+    def resettable(self):
+        return bool(getattr(self.probe, "peak_since_reset", True))
+
+    def _exact(self, peaks):
+        """{phase: exact} with total exact when the phase holding the highest peak is."""
+        if not peaks:
+            return None
+        out = dict(self.exact)
+        highest = max(self.allocated, key=self.allocated.get)
+        out["total"] = self.exact[highest]
+        return out
 
     def figures(self):
         """The record's `device_memory` for the step just measured."""
@@ -78,18 +96,27 @@ class DeviceMeter:
         return {
             "retained_bytes": retained,
             "peak_bytes": peaks,
-            "footprint_bytes": {k: retained + v for k, v in peaks.items()} if peaks and retained is not None else None,
-            "reserved_peak_bytes": phase_figures(self.reserved, max) if self.reserved else None,
+            "footprint_bytes": footprint(retained, peaks) if peaks and retained is not None else None,
+            "reserved_bytes": phase_figures(self.reserved, max) if self.reserved else None,
             "nvml_peak_bytes": sampler.peak(*self.window) if sampler and not sampler.unavailable else None,
             "nvml_method": (sampler.method if sampler and not sampler.unavailable else None),
             "nvml_unavailable": sampler.unavailable if sampler else "no sampler",
             "allocator_baseline_bytes": self.base,
-            "peak_since_reset": bool(getattr(self.probe, "peak_since_reset", True)),
+            "peak_since_reset": self.resettable,
+            "peak_exact": self._exact(peaks),
+            "method": getattr(self.probe, "method", None),
         }
 
     def close(self):
         if self.sampler is not None:
             self.sampler.stop()
+
+
+def median_step(samples):
+    """The device figures of the step whose allocator step peak is the median (a whole
+    step, so its retained, peak and footprint still add up)."""
+    ordered = sorted(samples, key=lambda s: (s.get("peak_bytes") or {}).get("total", 0))
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def _maybe(probe, name):

@@ -118,7 +118,10 @@ def _prepare(job, marks):
     t0 = time.perf_counter()
     adapter = frameworks.get(cell["framework"], **({"order": cell["order"]} if cell.get("order") else {}))
     remat = cell.get("remat") or "none"
+    if job.get("compile_cache_dir"):  # one compile per cell: its passes share the framework's cache
+        os.environ["GRADMEM_COMPILE_CACHE_DIR"] = job["compile_cache_dir"]
     adapter.load(cell["device"], cell["mode"], remat=remat)
+    precision = adapter.set_matmul_precision(cell["device"], job.get("matmul_precision") or "highest")
     warm_runtime(adapter, cell["device"], cell["mode"], cell["dtype"])
     load_s = time.perf_counter() - t0
     marks.mark("loaded")
@@ -142,7 +145,7 @@ def _prepare(job, marks):
         "worker_start": os.environ.get("GRADMEM_WORKER_START", "spawn"),
         "runtime_warmup": DESCRIPTION,
         "plan_s": plan_s,
-        "settings": _jsonable(adapter.settings()),
+        "settings": _jsonable(dict(adapter.settings(), matmul_precision=precision)),
         "step_kind": step.kind,
         "step_program": adapter.step_program(cell["mode"], step.kind == "split"),
         "order": getattr(adapter, "order", None),
@@ -157,6 +160,7 @@ def _jsonable(value):
 # ---- the memory pass ---------------------------------------------------------------------
 def memory_pass(job, marks):
     from harness.measure import breakdown, probes
+    from harness.measure import cuda
     from harness.measure.cuda import DeviceMeter
     from harness.measure.memory_meter import MemoryMeter, median_step
     from harness.measure.phases import NullMeter, settle_and_reset
@@ -207,16 +211,20 @@ def memory_pass(job, marks):
     held = adapter.step_held_bytes()
     if held is not None:  # buffers a compiled step keeps for itself (TinyJit): its own
         samples = [_count_held_in_step(sample, *held[:2]) for sample in samples]
-    steady = median_step(samples)
-    device_memory = steady.pop("device", None)
-    if device_memory is not None:
-        device_memory["first_step"] = first_device
+    device_samples = [sample.pop("device", None) for sample in samples]
+    steady = median_step(samples)  # the host's figures: the median step by RSS
+    device_memory = None
+    if device is not None:  # the device's: the median step by the allocator, on its own
+        device_memory = dict(cuda.median_step(device_samples), first_step=first_device)
         device.close()
+        if not device.resettable and job.get("step_alone", True):
+            device_memory = _step_alone(job, device_memory)
 
     # Where the bytes go: one more step with the adapter's counting hooks, unmeasured.
     settle_and_reset(rss)
     marks.mark("breakdown")
-    breakdown_bytes, breakdown_method = breakdown.assemble(breakdown.count(adapter, step), steady)
+    as_record = {"status": "ok", "device": cell["device"], **steady, "device_memory": device_memory}
+    breakdown_bytes, breakdown_method = breakdown.assemble(breakdown.count(adapter, step), as_record)
     buffer_cache = _buffer_cache(adapter, step, cache_off, held) if cache_off else None
 
     traced = None
@@ -254,6 +262,76 @@ def memory_pass(job, marks):
     if job.get("predict", True):
         result["prediction"] = _prediction(job, result, adapter, problem, step, marks)
     return result
+
+
+def _step_alone(job, device_memory):
+    """The steady step's device figures from a fresh process, for an allocator whose
+    peak cannot be reset (JAX): this pass compiled the step into the cell's compile
+    cache, so the fresh process loads the executables (no compile, no autotuning) and
+    its one measured step is the first thing to raise the process's peak: exact where
+    `peak_exact` says so. The in-process figures stay beside it (`in_process`)."""
+    import subprocess
+    import tempfile
+
+    from harness.measure import cuda
+
+    with tempfile.TemporaryDirectory(prefix="gradmem-step-alone-") as tmp:
+        child = dict(job, kind="device_step", result_path=None, marks_path=None, parent_pid=os.getpid())
+        job_path, result_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "result.json")
+        with open(job_path, "w", encoding="utf-8") as handle:
+            json.dump(child, handle)
+        t0 = time.perf_counter()
+        try:
+            subprocess.run([sys.executable, "-m", "harness.measure.worker", job_path, result_path],
+                           timeout=job.get("step_alone_timeout", 300), check=False,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            with open(result_path, encoding="utf-8") as handle:
+                alone = json.load(handle)
+        except (OSError, ValueError, subprocess.TimeoutExpired) as err:
+            alone = {"status": "error", "message": f"{type(err).__name__}: {err}"}
+        wall = round(time.perf_counter() - t0, 3)
+    in_process = {k: device_memory.get(k) for k in ("peak_bytes", "footprint_bytes", "peak_exact")}
+    if alone.get("status") != "ok":
+        device_memory["step_alone"] = {"status": alone.get("status"), "message": alone.get("message", "")[-500:],
+                                       "wall_s": wall}
+        return device_memory
+    figures = alone["device_memory"]
+    retained = device_memory.get("retained_bytes") or 0
+    return dict(
+        device_memory,
+        peak_bytes=figures["peak_bytes"],
+        footprint_bytes=cuda.footprint(retained, figures["peak_bytes"]),
+        peak_exact=figures["peak_exact"],
+        in_process=in_process,
+        step_alone={"status": "ok", "wall_s": wall, "nvml_peak_bytes": figures.get("nvml_peak_bytes"),
+                    "method": "the steady step measured again in a fresh process that loaded the step's "
+                    "executables from this cell's compile cache (no compile, no autotuning), its one step "
+                    "the first to raise the process's peak; retained is the in-process figure"},
+        upper_bound_reason=None if all((figures["peak_exact"] or {}).values()) else (
+            "the step measured alone did not raise the process's peak above what its set-up allocated"),
+    )
+
+
+def device_step(job, marks):
+    """`_step_alone`'s child: build, baseline, one measured step, its device figures."""
+    from harness.measure import probes
+    from harness.measure.cuda import DeviceMeter
+    from harness.measure.memory_meter import MemoryMeter
+    from harness.measure.phases import settle_and_reset
+
+    adapter, problem, step, info = _prepare(job, marks)
+    device = DeviceMeter.for_adapter(adapter, job["cell"]["device"])
+    rss = probes.RssProbe()
+    meter = MemoryMeter(rss, marks, device)
+    probes.settle()
+    rss.set_baseline()
+    device.set_baseline()
+    settle_and_reset(rss)
+    meter.start("alone:")
+    step.run(meter)
+    figures = device.figures()
+    device.close()
+    return {"status": "ok", "device_memory": figures, **info}
 
 
 def _prediction(job, result, adapter, problem, step, marks):
@@ -440,7 +518,8 @@ def gradients(job, marks):
     return gradients_pass(job, marks)
 
 
-KINDS = {"memory": memory_pass, "time": time_pass, "reference_gradient": reference_gradient, "gradients": gradients}
+KINDS = {"memory": memory_pass, "time": time_pass, "device_step": device_step,
+         "reference_gradient": reference_gradient, "gradients": gradients}
 
 
 def exit_now(code):

@@ -20,25 +20,18 @@ moves it): its changes are listed apart and never called a regression of memory.
 import statistics
 from typing import NamedTuple
 
+from harness import figures
 from harness.versions import index
 
 MIB = 1024 * 1024
 GRAIN_BYTES = 256 * 1024
 
-#: figure name -> (record key, phase or None, unit); the order the page lists them in
-FIGURES = {
-    "step_peak": ("peak_bytes", "total", "bytes"),
-    "step_peak.forward": ("peak_bytes", "forward", "bytes"),
-    "step_peak.backward": ("peak_bytes", "backward", "bytes"),
-    "footprint": ("footprint_bytes", "total", "bytes"),
-    "retained": ("retained_bytes", None, "bytes"),
-    "first_step_peak": ("first_step_peak_bytes", "total", "bytes"),
-    "first_step_footprint": ("first_step_footprint_bytes", "total", "bytes"),
-    "time": ("time_s", "total", "seconds"),
-    # the framework's own prediction of the step (harness/measure/prediction.py): beside
-    # the measured figures it tells a plan that changed from a runtime that changed
-    "predicted": ("prediction", "bytes", "bytes"),
-}
+#: figure name (harness/figures.py reads each) -> unit; the order the page lists them in.
+#: "predicted" is the framework's own prediction of the step (harness/measure/prediction.py):
+#: beside the measured figures it tells a plan that changed from a runtime that changed
+FIGURES = {name: figures.get(name).unit for name in (
+    "step_peak", "step_peak.forward", "step_peak.backward", "footprint", "retained",
+    "first_step_peak", "first_step_footprint", "time", "predicted")}
 MEANING = {
     "step_peak": "step peak: the most a steady-state step needs above the resident bytes at its start (total)",
     "step_peak.forward": "step peak of the forward phase",
@@ -88,20 +81,13 @@ class Change(NamedTuple):
 
     @property
     def advisory(self):
-        return FIGURES[self.figure][2] == "seconds"
+        return FIGURES[self.figure] == "seconds"
 
 
 def value(record, figure):
-    """The figure of an "ok" record, or None."""
-    if record.get("status") != "ok":
-        return None
-    key, phase, _ = FIGURES[figure]
-    found = record.get(key)
-    if phase is not None:
-        found = (found or {}).get(phase) if isinstance(found, dict) else None
-    if isinstance(found, bool) or not isinstance(found, (int, float)):
-        return None
-    return float(found)
+    """The figure of an "ok" record (as a float), or None."""
+    found = figures.value(record, figure)
+    return None if found is None else float(found)
 
 
 def release_of(record):
@@ -127,7 +113,7 @@ def band(a, b, figure):
     """The run-to-run band of two releases' samples (None: fewer than 2 on a side)."""
     if len(a) < 2 or len(b) < 2:
         return None
-    floor = GRAIN_BYTES if FIGURES[figure][2] == "bytes" else 0.0
+    floor = GRAIN_BYTES if FIGURES[figure] == "bytes" else 0.0
     return max(max(a) - min(a), max(b) - min(b), floor)
 
 
@@ -182,10 +168,12 @@ def parts(records, change):
         mine = [r for r in records if r.get("status") == "ok" and r.get("workload") == change.workload
                 and r.get("mode") == change.mode and release_of(r) == release]
         out = {}
-        for key, group in (("peak_bytes", "phase"), ("breakdown_bytes", "breakdown"),
-                           ("retained_detail_bytes", "retained")):
-            for name in {n for r in mine for n in (r.get(key) or {})}:
-                values = [r[key][name] for r in mine if isinstance((r.get(key) or {}).get(name), (int, float))]
+        found = {"phase": [figures.phases(r, "step_peak") for r in mine],
+                 "breakdown": [r.get("breakdown_bytes") or {} for r in mine],
+                 "retained": [r.get("retained_detail_bytes") or {} for r in mine]}
+        for group, parts_ in found.items():
+            for name in {n for part in parts_ for n in part}:
+                values = [p[name] for p in parts_ if isinstance(p.get(name), (int, float))]
                 if values:
                     out[(group, name)] = statistics.median(values)
         return out
@@ -291,7 +279,7 @@ def _pythons(records):
 
 
 def fmt(figure, number):
-    if FIGURES[figure][2] == "seconds":
+    if FIGURES[figure] == "seconds":
         return f"{number * 1000:.2f} ms"
     return f"{number / MIB:.2f} MiB"
 

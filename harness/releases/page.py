@@ -88,7 +88,7 @@ def _intro(framework, records, releases, document, meta):
 
 
 def _chart(workload, mode, figure, releases, by_release, changes, starred=()):
-    unit = detect.FIGURES[figure][2]
+    unit = detect.FIGURES[figure]
     values = [v for vs in by_release.values() for v in vs]
     top = max(values) if values else 1.0
     top = top * 1.08 if top > 0 else 1.0

@@ -6,6 +6,7 @@ the analytic bound as a dashed line on the memory chart, cells that did not run 
 by their status instead of a bar.
 """
 
+from harness import figures
 from harness.report import records as rec
 from harness.report import svg
 from harness.report.fmt import esc, human_bytes, human_seconds
@@ -45,7 +46,7 @@ def bar_chart(title, rows, series, fmt, marker=None):
     return svg.svg(LABEL_W + PLOT_W + VALUE_W, height, "".join(parts), title)
 
 
-def _rows(view, workload, key, phases):
+def _rows(view, workload, name, phases):
     rows = []
     for column in view["columns"]:
         record = view["cells"].get((workload, column))
@@ -54,18 +55,18 @@ def _rows(view, workload, key, phases):
         if record.get("status") != "ok":
             rows.append((column, str(record.get("status"))))
         else:
-            noisy = key == "time_s" and record.get("time_noisy")  # advisory: say so at the bar
-            rows.append((f"{column} ~ noisy" if noisy else column, {phase: rec.metric(record, key, phase) for phase in phases}))
+            noisy = name == "time" and record.get("time_noisy")  # advisory: say so at the bar
+            rows.append((f"{column} ~ noisy" if noisy else column, {phase: figures.at(record, name, phase) for phase in phases}))
     return rows
 
 
-def _present_phases(view, workload, key):
+def _present_phases(view, workload, name):
     """Phases any ok record of this workload has (step only with an optimizer)."""
     found = []
     for phase in rec.PHASES + ("total",):
         for column in view["columns"]:
             record = view["cells"].get((workload, column))
-            if record and record.get("status") == "ok" and rec.metric(record, key, phase) is not None:
+            if record and figures.at(record, name, phase) is not None:
                 found.append(phase)
                 break
     split = [p for p in found if p != "total"]
@@ -75,8 +76,8 @@ def _present_phases(view, workload, key):
 def _bound(view, workload):
     for column in view["columns"]:
         record = view["cells"].get((workload, column))
-        if record and rec.metric(record, "bound_bytes"):
-            return rec.metric(record, "bound_bytes")
+        if figures.value(record, "bound"):
+            return figures.value(record, "bound")
     return None
 
 
@@ -84,16 +85,16 @@ def render(view):
     """The two charts for every workload of a view, as HTML."""
     blocks = []
     for workload in view["workloads"]:
-        peak_phases = _present_phases(view, workload, "peak_bytes")
-        time_phases = _present_phases(view, workload, "time_s")
+        peak_phases = _present_phases(view, workload, "step_peak")
+        time_phases = _present_phases(view, workload, "time")
         bound = _bound(view, workload)
         marker = (bound, f"bound {human_bytes(bound)}") if bound else None
         memory = bar_chart(
-            f"{workload}: step peak per phase", _rows(view, workload, "peak_bytes", peak_phases),
+            f"{workload}: step peak per phase", _rows(view, workload, "step_peak", peak_phases),
             peak_phases or ["total"], human_bytes, marker,
         )
         time = bar_chart(
-            f"{workload}: time per phase (median)", _rows(view, workload, "time_s", time_phases),
+            f"{workload}: time per phase (median)", _rows(view, workload, "time", time_phases),
             time_phases or ["total"], human_seconds,
         )
         blocks.append(f'<div class="charts" data-workload="{esc(workload)}">{memory}{time}</div>')

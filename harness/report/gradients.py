@@ -7,7 +7,7 @@ a chain of products; float64 should agree to ~1e-12), `loose` within 100× that,
 `disagrees` beyond.
 """
 
-from harness.report import records as rec
+from harness import figures
 from harness.report.fmt import esc, human_error
 
 TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
@@ -31,7 +31,7 @@ def render(view):
         cells = []
         for column in view["columns"]:
             record = view["cells"].get((workload, column))
-            error = rec.metric(record, "grad_rel_err") if record else None
+            error = figures.value(record, "grad_rel_err")
             if record is None:
                 cells.append('<td class="absent">not run</td>')
             elif record.get("status") != "ok":

@@ -13,8 +13,8 @@ background.
 
 import math
 
+from harness import figures
 from harness.measure import prediction
-from harness.report import records as rec
 from harness.report import split
 from harness.report.fmt import esc, human_bytes, human_ratio, human_seconds
 
@@ -29,27 +29,59 @@ def ratio_colour(ratio):
 
 
 def _ok_cell(record, scale):
-    ratio = rec.peak_over_bound(record)
-    style = f' style="background:{ratio_colour(ratio)}"' if ratio is not None else ""
-    peak = rec.metric(record, "peak_bytes", "total")
-    retained = rec.metric(record, "retained_bytes")
-    first = rec.metric(record, "first_step_peak_bytes", "total")
-    seconds = rec.metric(record, "time_s", "total")
+    source = figures.source(record)
+    if source.kind is None:  # a CUDA cell without a device figure: none shown, and why
+        return (f'<td class="cell status-ok" data-source="none" title="{esc(source.reason)}">'
+                f'<div class="peak">no device figure</div><div class="message">{esc(source.reason)}</div>'
+                f'{_host_line(record)}{_time_line(record, figures.value(record, "time"))}</td>')
+    bounded = figures.upper_bound(record, "step_peak")
+    ratio = figures.peak_over_bound(record)
+    # an upper bound is never coloured: its colour would claim what it cannot show
+    style = f' style="background:{ratio_colour(ratio)}"' if ratio is not None and not bounded else ""
+    peak = figures.value(record, "step_peak")
+    retained = figures.value(record, "retained")
+    first = figures.value(record, "first_step_peak")
+    le = "≤ " if bounded else ""
     cache = (record.get("buffer_cache") or {}).get("held_bytes")
     lines = [
-        f'<div class="peak">{esc(human_bytes(peak))}'
+        f'<div class="peak">{le}{esc(human_bytes(peak))}'
         f'<span class="retained"> + {esc(human_bytes(retained))} retained</span></div>',
         (f'<div class="cache" title="{esc((record.get("buffer_cache") or {}).get("memory_pass", ""))}">'
          f'+ {esc(human_bytes(cache))} buffer cache (off while measured)</div>') if cache is not None else "",
-        f'<div class="ratio">{esc(human_ratio(ratio))} bound</div>' if ratio is not None else "",
+        f'<div class="ratio">{le}{esc(human_ratio(ratio))} bound</div>' if ratio is not None else "",
+        (f'<div class="upper-bound" title="{esc(figures.upper_bound_reason(record))}">upper bound</div>'
+         if bounded else ""),
         f'<div class="first">first step {esc(human_bytes(first))}</div>' if first is not None else "",
+        _device_lines(record) if source.kind == "device" else "",
         _predicted_line(record),
-        _time_line(record, seconds),
+        _time_line(record, figures.value(record, "time")),
         split.render(record, scale),
     ]
     program = f' title="step program: {esc(record["step_program"])}"' if record.get("step_program") else ""
-    return (f'<td class="cell status-ok" data-ratio="{ratio if ratio is not None else ""}"{style}{program}>'
+    upper = ' data-upper-bound="1"' if bounded else ""
+    return (f'<td class="cell status-ok" data-source="{source.kind}"{upper} '
+            f'data-ratio="{ratio if ratio is not None and not bounded else ""}"{style}{program}>'
             f'{"".join(lines)}</td>')
+
+
+def _device_lines(record):
+    """Beside the allocator's figures of a CUDA cell: its cache (reserved), NVML's figure
+    of the process, and the host's RSS, each named (docs/gpu.md defines them)."""
+    reserved, nvml = figures.value(record, "reserved"), figures.value(record, "nvml")
+    parts = []
+    if reserved is not None:
+        parts.append(f"reserved {human_bytes(reserved)}")
+    if nvml is not None:
+        parts.append(f"NVML {human_bytes(nvml)}")
+    text = f'<div class="device">{esc(" · ".join(parts))}</div>' if parts else ""
+    return text + _host_line(record)
+
+
+def _host_line(record):
+    host = figures.value(record, "host_step_peak")
+    if host is None or figures.source(record).kind == "host":
+        return ""
+    return f'<div class="host" title="the process\'s RSS on the host, not device memory">host RSS {esc(human_bytes(host))}</div>'
 
 
 def _predicted_line(record):
@@ -122,7 +154,12 @@ MEANING = (
     "peak is what a step allocates, as in every other row, and what the cache holds between steps when "
     "on is shown beside it. \u201cpredicted\u201d is the framework's own prediction of the step "
     "(JAX's <code>memory_analysis()</code>, torch's <code>MemTracker</code>, XLA's buffer assignment, "
-    "PyTensor's profiler), beside the measurement and never instead of it."
+    "PyTensor's profiler), beside the measurement and never instead of it. "
+    "On <b>CUDA</b> every memory figure is the framework's device allocator's (what its tensors hold), "
+    "with the allocator's cache (<b>reserved</b>), NVML's figure of the process and the host's RSS beside "
+    "it; a cell whose adapter reads no allocator shows no memory figure. A figure marked "
+    "<b>≤</b> and <b>upper bound</b> (JAX's allocator cannot reset its peak) is at most that, and is "
+    "never coloured."
 )
 
 

@@ -7,6 +7,7 @@ order (PyTorch's), breadth-first, or depth-first; this table puts their peaks si
 side per workload, the heap's as 1.00.
 """
 
+from harness import figures
 from harness.report import records as rec
 from harness.report.fmt import esc, human_bytes, human_ratio
 
@@ -24,11 +25,11 @@ def render(records):
     rows = []
     for view, workload in sorted(table, key=lambda k: (rec.view_rank(k[0]), rec.workload_rank(k[1]))):
         by = table[(view, workload)]
-        heap = rec.metric(by.get("heap") or {}, "peak_bytes", "total")
+        heap = figures.value(by.get("heap"), "step_peak")
         cells = []
         for order in ORDERS:
             record = by.get(order)
-            peak = rec.metric(record, "peak_bytes", "total") if record else None
+            peak = figures.value(record, "step_peak")
             if record is None:
                 cells.append('<td class="absent">–</td>')
             elif peak is None:

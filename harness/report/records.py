@@ -49,13 +49,6 @@ def metric(record, key, sub=None):
     return value
 
 
-def peak_over_bound(record):
-    peak, bound = metric(record, "peak_bytes", "total"), metric(record, "bound_bytes")
-    if record.get("status") != "ok" or peak is None or not bound:
-        return None
-    return peak / bound
-
-
 def view_key(record):
     return (
         record.get("size"),

@@ -8,6 +8,7 @@ is noise); a strategy that raised the peak says so (torch's non-reentrant checkp
 and TF's recompute_grad have been reported to do that).
 """
 
+from harness import figures
 from harness.report import records as rec
 from harness.report.fmt import esc, human_bytes, human_seconds
 
@@ -42,13 +43,13 @@ def _cell(record, baseline):
     if record.get("status") != "ok":
         status = esc(record.get("status"))
         return f'<td class="status-{status}" title="{esc(record.get("message"))}">{status}</td>'
-    peak = rec.metric(record, "peak_bytes", "total")
+    peak = figures.value(record, "step_peak")
     text = f'<span class="peak">{esc(human_bytes(peak))}</span>'
     if baseline is not None and baseline.get("status") == "ok":
-        base_peak = rec.metric(baseline, "peak_bytes", "total")
+        base_peak = figures.value(baseline, "step_peak")
         change = (peak - base_peak) / base_peak
         kind = verdict(peak, base_peak)
-        extra = rec.metric(record, "time_s", "total") - rec.metric(baseline, "time_s", "total")
+        extra = figures.value(record, "time") - figures.value(baseline, "time")
         noisy = " ~ noisy" if record.get("time_noisy") or baseline.get("time_noisy") else ""
         return (
             f'<td class="remat-{kind}">{text}<br><span class="ratio">{change:+.0%} · {kind}</span>'

@@ -7,6 +7,7 @@ out of the bar and named under it, never drawn as a guess. All bars of one workl
 share a scale (`scale_bytes`), so their lengths compare across frameworks.
 """
 
+from harness import figures
 from harness.report import records as rec
 from harness.report import svg
 from harness.report.fmt import esc, human_bytes
@@ -25,7 +26,7 @@ def parts(record):
     """[(label, bytes or None)] of the four segments of `record`."""
     breakdown = record.get("breakdown_bytes") or {}
     return [
-        ("retained", rec.metric(record, "retained_bytes")),
+        ("retained", figures.value(record, "retained")),
         ("saved activations", rec.metric(breakdown, "saved_activations")),
         ("gradients", rec.metric(breakdown, "gradients")),
         ("temporaries", rec.metric(breakdown, "temporaries")),

@@ -22,7 +22,7 @@ written by `harness scale --verify`) never enter a fit.
 
 from dataclasses import dataclass, field
 
-from harness import results, workloads
+from harness import figures, results, workloads
 from harness.sweep import resume
 from harness.scale.fit import FitError, fit_line
 
@@ -32,9 +32,9 @@ PHASES = results.PHASES
 def footprint_of(record):
     """The footprint a batch needs: the larger of the first step's and the steady
     state's total (bytes above the baseline), or None."""
-    figures = [(record.get(key) or {}).get("total") for key in ("footprint_bytes", "first_step_footprint_bytes")]
-    figures = [f for f in figures if isinstance(f, (int, float))]
-    return max(figures) if figures else None
+    found = [figures.value(record, name) for name in ("footprint", "first_step_footprint")]
+    found = [f for f in found if f is not None]
+    return max(found) if found else None
 
 
 def spread_of(record):
@@ -42,10 +42,12 @@ def spread_of(record):
     measured steady step's total), bytes: the scatter a second measurement of the same
     batch can show, the margin a prediction near a budget keeps (the median steady
     step's figure is one of the steady samples)."""
-    figures = [(record.get(key) or {}).get("total") for key in ("first_step_footprint_bytes", "footprint_bytes")]
-    figures += [(s.get("footprint_bytes") or {}).get("total") for s in record.get("steady_samples") or []]
-    figures = [f for f in figures if isinstance(f, (int, float))] or [0]
-    return max(figures) - min(figures)
+    found = [figures.value(record, name) for name in ("first_step_footprint", "footprint")]
+    if figures.source(record).kind == "host":  # the steady samples are the host's figures
+        found += [figures.value(dict(sample, status="ok", device="cpu"), "footprint")
+                  for sample in record.get("steady_samples") or []]
+    found = [f for f in found if f is not None] or [0]
+    return max(found) - min(found)
 
 
 def rounds(checks, budget):
@@ -144,14 +146,14 @@ def fit(series):
         return result
     try:
         for phase in PHASES:
-            points = _points(ok, lambda r: (r.get("peak_bytes") or {}).get(phase))
+            points = _points(ok, lambda r: figures.at(r, "step_peak", phase))
             if points is not None:
                 result.peak[phase] = fit_line(points)
         points = _points(ok, footprint_of)
         if points is not None:
             result.footprint = fit_line(points)
         for phase in PHASES:
-            points = _points(ok, lambda r: (r.get("tracemalloc_peak_bytes") or {}).get(phase))
+            points = _points(ok, lambda r: figures.at(r, "tracemalloc_peak", phase))
             if points is not None:
                 result.traced[phase] = fit_line(points)
     except FitError as err:

@@ -31,23 +31,6 @@ from harness.measure.timing import Policy
 from harness.frameworks.base import Unavailable
 from harness.versions import envs
 
-#: the memory pass's figures, copied into the record as they are (results.py says
-#: what each means; footprint = retained + step peak is checked there)
-MEMORY_KEYS = (
-    "retained_bytes",
-    "retained_detail_bytes",
-    "peak_bytes",
-    "footprint_bytes",
-    "live_bytes",
-    "first_step_retained_bytes",
-    "first_step_retained_detail_bytes",
-    "first_step_peak_bytes",
-    "first_step_footprint_bytes",
-    "first_step_live_bytes",
-    "breakdown_bytes",
-    "breakdown_method",
-)
-
 MEMORY_ONLY = "not computed: a memory pass alone (harness scale); harness check compares gradients"
 
 #: engines whose arrays are NumPy buffers, which tracemalloc sees (NumPy reports its
@@ -93,6 +76,7 @@ class Options:
     lr: float = 1e-3
     torch_index: str = None  # where a pinned torch version may come from (harness/versions/envs.py)
     prediction: bool = True  # ask the framework for its own prediction (harness/measure/prediction.py)
+    matmul_precision: str = "highest"  # float32 products on a GPU (choices.MATMUL_PRECISIONS)
 
     def settings(self):
         """{provenance key: value} of SETTINGS; threads resolved (None: the default count)."""
@@ -188,7 +172,11 @@ class CellRunner:
             "time_budget_s": o.time_budget_s,
             "memory_limit": o.memory_limit,
             "predict": o.prediction,
+            "matmul_precision": o.matmul_precision,
         }
+        if cell["device"] != "cpu":  # one compile per cell: its passes share the framework's cache
+            job["compile_cache_dir"] = f"{self.workdir}/{self._name('compile-cache-' + self._tag(cell))}"
+            prov["matmul_precision"] = o.matmul_precision
         pinned = ({"framework": adapter.name, "version": cell["version"], "torch_index": o.torch_index}
                   if cell.get("version") else None)
         return CellState(index, cell, adapter, prov, job, memory_only=memory_only, python=python, env_of=env_of,
@@ -284,36 +272,13 @@ class CellRunner:
         )
         if cell["framework"] == "reference" and m.get("order"):
             cell = dict(cell, order=m["order"])
-        memory_figures = {key: m.get(key) for key in MEMORY_KEYS}
         record = results.new_record(
             cell,
             "ok",
             provenance=prov,
-            **memory_figures,
-            bound_bytes=m["bound_bytes"],
-            bound_source=m.get("bound_source"),  # declared, or derived (harness/workloads/derived_bound.py)
-            tracemalloc_peak_bytes=m.get("tracemalloc_peak_bytes"),
-            device_memory=m.get("device_memory"),
-            time_s=t.get("time_s"),
-            time_spread_s=t.get("time_spread_s"),
-            compile_s=t.get("compile_s"),
-            grad_rel_err=m.get("grad_rel_err"),
+            **{key: m.get(key) for key in results.MEMORY_PASS_FIELDS},
+            **{key: t.get(key) for key in results.TIME_PASS_FIELDS},
             timeline=timeline.build(memory.sampler, memory.marks) if memory.sampler else None,
-            # additions to the schema (keys may be added):
-            step_kind=m.get("step_kind"),
-            step_program=m.get("step_program"),
-            buffer_cache=m.get("buffer_cache"),
-            prediction=m.get("prediction"),  # the framework's own (harness/measure/prediction.py)
-            first_step_time_s=t.get("first_step_time_s"),
-            time_samples_s=t.get("time_samples_s"),
-            time_min_s=t.get("time_min_s"),
-            cpu_time_s=t.get("cpu_time_s"),
-            time_noisy=t.get("time_noisy"),
-            time_noise=t.get("time_noise"),
-            time_stats=t.get("time_stats"),
-            grad_check=m.get("grad_check"),
-            steady_samples=m.get("steady_samples"),
-            saved_by_op=m.get("saved_by_op"),  # which op made each saved activation (saved_ops.py)
         )
         try:  # every ok record written follows the schema (footprint = retained + peak ...)
             return results.validate(record)

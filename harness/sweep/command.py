@@ -95,6 +95,11 @@ def add_arguments(parser):
         "0: exactly --repeat)",
     )
     parser.add_argument(
+        "--matmul-precision", default="highest", choices=choices.MATMUL_PRECISIONS,
+        help="float32 matrix products on a GPU: highest (default: full float32 in every framework, so gradients "
+        "agree and times compare like with like) or tf32 (the tensor cores, on purpose)",
+    )
+    parser.add_argument(
         "--threads", type=int, default=None,
         help="threads of every framework (BLAS, OpenMP, XLA, TF pools; default $GRADMEM_THREADS, else 2)",
     )
@@ -262,6 +267,7 @@ def options(args):
         memory_limit=parse_bytes(args.memory_limit),
         torch_index=getattr(args, "torch_index", None),
         prediction=getattr(args, "prediction", True),
+        matmul_precision=getattr(args, "matmul_precision", "highest"),
     )
 
 

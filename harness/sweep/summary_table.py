@@ -29,8 +29,16 @@ A time marked noisy (harness/measure/timing.py: other processes took a CPU, or t
 spread stayed wide) is printed with a trailing "~" (its "time x ref" too), and a
 line under the table says why for each: such a figure is advisory, not a measurement
 to compare.
+
+Every figure comes from the figure registry (harness/figures.py), so a CUDA cell's
+memory columns are its device allocator's, never the host's RSS; "reserved" (the
+allocator's cache) and "NVML" (the process on the device) are added when a record has
+them. A figure prefixed "<=" is an upper bound (an allocator that cannot reset its peak),
+and a cuda cell whose adapter reads no allocator shows "n/a" with the reason under the
+table. "mem x ref" compares figures of one source only.
 """
 
+from harness import figures
 from harness import origin as provenance
 from harness.measure import prediction
 from harness.sweep import plan as cells
@@ -64,17 +72,24 @@ MESSAGE_CHARS = 90
 NOISY = "~"  # after a time figure that is advisory only (record["time_noisy"])
 
 
-def _phase(record, key, phase):
-    value = (record.get(key) or {}).get(phase)
-    return value if isinstance(value, (int, float)) else None
+UPPER = "<="  # before a figure that is an upper bound (figures.upper_bound)
+DEVICE_COLUMNS = (("reserved MiB", ">"), ("NVML MiB", ">"))  # after "1st peak", when a record has them
 
 
 def _number(value):
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _mib(value):
-    return "-" if value is None else f"{value / MIB:.1f}"
+def _mib(value, bounded=False):
+    return "-" if value is None else (UPPER if bounded else "") + f"{value / MIB:.1f}"
+
+
+def _memory(record, name):
+    """A memory column: the registry's figure, "<=" before an upper bound, "n/a" where the
+    cell's device has no source for it."""
+    if figures.source(record).kind is None:
+        return "n/a"
+    return _mib(figures.value(record, name), figures.upper_bound(record, name))
 
 
 def _num(value, fmt):
@@ -119,7 +134,7 @@ def _predicted(record):
     return {"unsupported": "-", None: "-"}.get(found.get("state"), found.get("state"))
 
 
-def rows(records, with_variant=False, with_version=False, with_cache=False, with_predicted=False):
+def rows(records, with_variant=False, with_version=False, with_cache=False, with_predicted=False, with_device=False):
     out = []
     for record in records:
         row = [record.get("workload", ""), record.get("framework", "")]
@@ -130,28 +145,31 @@ def rows(records, with_variant=False, with_version=False, with_cache=False, with
         if record.get("status") != "ok":
             out.append((row, (record.get("message") or "").strip().splitlines()[0][:MESSAGE_CHARS] if record.get("message") else ""))
             continue
-        total = _phase(record, "peak_bytes", "total")
-        time_total = _phase(record, "time_s", "total")
+        total = figures.value(record, "step_peak")
+        bounded = figures.upper_bound(record, "step_peak")
+        time_total = figures.value(record, "time")
         ref = reference_for(record, records)
         noisy = NOISY if record.get("time_noisy") else ""
-        time_ratio = _ratio(time_total, _phase(ref, "time_s", "total")) if ref else None
+        time_ratio = _ratio(time_total, figures.value(ref, "time")) if ref else None
+        mem_ref = ref if ref and not figures.comparable(record, ref) else None
         ref_noisy = NOISY if ref and (ref.get("time_noisy") or record.get("time_noisy")) else ""
         row += [
-            _mib(_phase(record, "peak_bytes", "forward")),
-            _mib(_phase(record, "peak_bytes", "backward")),
-            _mib(_phase(record, "peak_bytes", "step")),
-            _mib(total),
-            _mib(_number(record.get("retained_bytes"))),
+            _memory(record, "step_peak.forward"),
+            _memory(record, "step_peak.backward"),
+            _memory(record, "step_peak.step"),
+            _memory(record, "step_peak"),
+            _memory(record, "retained"),
             *([_mib(_cache_bytes(record))] if with_cache else []),
-            _mib(_phase(record, "first_step_peak_bytes", "total")),
-            _num(_ratio(total, record.get("bound_bytes")), ".2f"),
+            _memory(record, "first_step_peak"),
+            *([_mib(figures.value(record, "reserved")), _mib(figures.value(record, "nvml"))] if with_device else []),
+            (UPPER if bounded else "") + _num(figures.peak_over_bound(record), ".2f"),
             *([_predicted(record)] if with_predicted else []),
             _num(time_total, ".4f") + (noisy if time_total is not None else ""),
-            _num(_phase(record, "time_spread_s", "total"), ".4f"),
+            _num((record.get("time_spread_s") or {}).get("total"), ".4f"),
             _num(record.get("compile_s"), ".2f"),
-            _num(_ratio(total, _phase(ref, "peak_bytes", "total")) if ref else None, ".2f"),
+            (UPPER if bounded else "") + _num(_ratio(total, figures.value(mem_ref, "step_peak")) if mem_ref else None, ".2f"),
             _num(time_ratio, ".2f") + (ref_noisy if time_ratio is not None else ""),
-            _num(record.get("grad_rel_err"), ".1e"),
+            _num(figures.value(record, "grad_rel_err"), ".1e"),
         ]
         out.append((row, None))
     return out
@@ -167,9 +185,12 @@ def format_table(records):
     columns += ((VARIANT_COLUMN,) if with_variant else ()) + COLUMNS[3:after_retained]
     with_predicted = any(prediction.ratio(r) is not None for r in records)
     after_bound = [name for name, _ in COLUMNS].index("peak/bound") + 1
-    columns += ((CACHE_COLUMN,) if with_cache else ()) + COLUMNS[after_retained:after_bound]
+    with_device = any(figures.source(r).kind == "device" for r in records)
+    after_first = [name for name, _ in COLUMNS].index("1st peak") + 1
+    columns += ((CACHE_COLUMN,) if with_cache else ()) + COLUMNS[after_retained:after_first]
+    columns += (DEVICE_COLUMNS if with_device else ()) + COLUMNS[after_first:after_bound]
     columns += ((PREDICTED_COLUMN,) if with_predicted else ()) + COLUMNS[after_bound:]
-    body = rows(records, with_variant, with_version, with_cache, with_predicted)
+    body = rows(records, with_variant, with_version, with_cache, with_predicted, with_device)
     widths = [len(name) for name, _ in columns]
     for row, _ in body:
         for i, cell in enumerate(row):
@@ -191,7 +212,23 @@ def format_table(records):
     if other:
         lines.append(f"{OTHER_PROGRAM} pred/peak of another program than the measured one: "
                      + "; ".join(sorted({(r["prediction"].get("note") or "")[:120] for r in other})))
-    return "\n".join(lines + noisy_notes(records))
+    return "\n".join(lines + source_notes(records) + noisy_notes(records))
+
+
+def source_notes(records):
+    """Lines saying where a CUDA cell's memory figures come from, which are upper bounds,
+    and why a cell shows none."""
+    ok = [r for r in records if r.get("status") == "ok" and figures.source(r).kind != "host"]
+    if not ok:
+        return []
+    lines = ["memory columns of cuda cells: the framework's device allocator (reserved: its cache; "
+             "NVML: the process on the device), not the host's RSS"]
+    for record in ok:
+        if figures.source(record).kind is None:
+            lines.append(f"  n/a {cells.label(record)}: {figures.source(record).reason}")
+        elif figures.upper_bound(record, "step_peak"):
+            lines.append(f"  {UPPER} {cells.label(record)}: {figures.upper_bound_reason(record)}")
+    return lines
 
 
 def noisy_notes(records):

@@ -45,13 +45,24 @@ def test_bad_selection_names_the_valid_choices(monkeypatch, variable, value):
 
 def test_figure_is_nan_unless_the_cell_ran_and_has_it():
     cell = ("chained_dot", "reference", "cpu", "eager")
-    ok = {cell: {"status": "ok", "peak_bytes": {"total": 123, "step": None}, "device_memory": None}}
-    assert common.figure(ok, cell, "peak_bytes", "total") == 123
-    assert math.isnan(common.figure(ok, cell, "peak_bytes", "step"))
-    assert math.isnan(common.figure(ok, cell, "device_memory", "allocator_peak_bytes", "total"))
-    assert math.isnan(common.figure({}, cell, "peak_bytes", "total"))
-    failed = {cell: {"status": "oom", "peak_bytes": {"total": 123}}}
-    assert math.isnan(common.figure(failed, cell, "peak_bytes", "total"))
+    ok = {cell: {"status": "ok", "device": "cpu", "peak_bytes": {"total": 123, "step": None}, "device_memory": None}}
+    assert common.figure(ok, cell, "step_peak") == 123
+    assert math.isnan(common.figure(ok, cell, "step_peak.step"))
+    assert math.isnan(common.figure(ok, cell, "allocator_step_peak"))  # a CPU cell has no device figure
+    assert math.isnan(common.figure({}, cell, "step_peak"))
+    failed = {cell: {"status": "oom", "device": "cpu", "peak_bytes": {"total": 123}}}
+    assert math.isnan(common.figure(failed, cell, "step_peak"))
+
+
+def test_a_cuda_cells_figures_are_its_allocators_not_the_hosts():
+    cell = ("chained_dot", "torch", "cuda", "eager")
+    record = {"status": "ok", "device": "cuda", "peak_bytes": {"total": 8192},
+              "device_memory": {"peak_bytes": {"total": 52024320}, "retained_bytes": 0}}
+    assert common.figure({cell: record}, cell, "step_peak") == 52024320
+    assert common.figure({cell: record}, cell, "allocator_step_peak") == 52024320
+    # tinygrad's records before it read its device: no figure rather than the host's
+    bare = dict(record, device_memory=None)
+    assert math.isnan(common.figure({cell: bare}, cell, "step_peak"))
 
 
 def test_index_keeps_only_the_default_variant_of_the_asked_size(monkeypatch):
