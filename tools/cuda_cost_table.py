@@ -2,7 +2,7 @@
 
     python tools/cuda_cost_table.py RECORDS.jsonl [...]
 
-The mean worker walls (memory pass, time pass) of the plain ok CUDA cells per
+The mean worker walls (memory pass, time pass, the time pass's set-up) of the plain ok CUDA cells per
 framework, mode and size (budget.learn), with the number of cells behind each, as the
 Python literal budget.py holds. Run it over a GPU run's records and paste the output
 to make `harness run --budget`'s first estimate that machine's.
@@ -21,8 +21,8 @@ def main(paths):
     table = {key[1:]: value for key, value in budget.learn(records).items() if key[0] == "cuda"}
     print("RECORDED_CUDA = {")
     for key in sorted(table):
-        memory, timing, count = table[key]
-        print(f"    {key!r}: ({memory:.2f}, {timing:.2f}, {count}),")
+        memory, timing, setup, count = table[key]
+        print(f"    {key!r}: ({memory:.2f}, {timing:.2f}, {setup:.2f}, {count}),")
     print("}")
     return 0 if table else 1
 

@@ -31,30 +31,32 @@ from dataclasses import dataclass
 
 from harness import choices
 
-#: Mean worker wall seconds (memory pass, time pass) per cell of the CUDA records gradmem
+#: Mean worker wall seconds (memory pass, time pass, the time pass's set-up: its
+#: `provenance.load_s`) per cell of the CUDA records gradmem
 #: wrote on one NVIDIA H200 (2026-11-26; torch 2.11.0+cu130, jax 0.11.2, cupy 14.2.0,
 #: tinygrad 0.14.0; the timed part capped by --time-budget 1), plain cells (no optimizer,
-#: no remat), status ok: the cell count behind each mean is its third item. Made by
+#: no remat), status ok: the cell count behind each mean is its last item. Made by
 #: ``tools/cuda_cost_table.py RECORDS...`` (the mean, not the median: a sweep's time is
 #: the sum of its cells'). Framework/mode/size pairs absent here are estimated from
 #: the nearest entry (`CostTable.cost`).
 RECORDED_CUDA = {
-    ("jax", "compiled", "small"): (17.16, 13.46, 2),
-    ("jax", "eager", "paper"): (15.69, 13.73, 1),
-    ("jax", "eager", "small"): (17.88, 17.30, 2),
-    ("reference", "eager", "paper"): (1.87, 1.13, 2),
-    ("reference", "eager", "small"): (3.59, 1.90, 7),
-    ("tinygrad", "compiled", "small"): (3.67, 3.42, 2),
-    ("tinygrad", "eager", "small"): (6.19, 4.02, 2),
-    ("torch", "compiled", "small"): (15.89, 8.91, 1),
-    ("torch", "eager", "paper"): (8.64, 2.54, 2),
-    ("torch", "eager", "small"): (7.63, 2.24, 7),
+    ("jax", "compiled", "small"): (17.16, 13.46, 1.54, 2),
+    ("jax", "eager", "paper"): (15.69, 13.73, 1.90, 1),
+    ("jax", "eager", "small"): (17.88, 17.30, 1.91, 2),
+    ("reference", "eager", "paper"): (1.87, 1.13, 0.54, 2),
+    ("reference", "eager", "small"): (3.59, 1.90, 0.59, 7),
+    ("tinygrad", "compiled", "small"): (3.67, 3.42, 0.97, 2),
+    ("tinygrad", "eager", "small"): (6.19, 4.02, 0.91, 2),
+    ("torch", "compiled", "small"): (15.89, 8.91, 7.99, 1),
+    ("torch", "eager", "paper"): (8.64, 2.54, 0.47, 2),
+    ("torch", "eager", "small"): (7.63, 2.24, 0.46, 7),
 }
 RECORDED_CUDA_SOURCE = "recorded CUDA cells (NVIDIA H200, 2026-11-26)"
+LEARNED_SOURCE = "records of this sweep, its --out or --costs"
 
 #: a cell nothing is known about: as long as the slowest recorded CUDA cell (JAX eager
 #: tiny_nerf small, 25.7 s + 23.9 s), so an unknown cell is not started on a hope
-DEFAULT_COST = (26.0, 24.0)
+DEFAULT_COST = (26.0, 24.0, 2.0)
 #: a framework/mode known at one size only: the larger size costs this much more
 #: (recorded CUDA cells: paper/small 0.8-1.1 for torch, the reference and JAX eager,
 #: whose walls are start-up and compiling more than arithmetic; 1.5 leaves room)
@@ -96,16 +98,20 @@ def group(cell):
 
 
 def walls(record):
-    """(memory s, time s) of a record's passes, or None (no wall recorded)."""
-    measured = (record.get("provenance") or {}).get("worker_wall_s") or {}
+    """(memory s, time s, time set-up s) of a record's passes, or None (no wall
+    recorded). The set-up is the time pass's `load_s` (import, configuration, runtime
+    warm-up), which runs beside other passes; the rest of it measures alone."""
+    prov = record.get("provenance") or {}
+    measured = prov.get("worker_wall_s") or {}
     if measured.get("memory") is None or measured.get("time") is None:
         return None
-    return float(measured["memory"]), float(measured["time"])
+    setup = ((prov.get("load_s") or {}).get("time")) or 0.0
+    return float(measured["memory"]), float(measured["time"]), min(float(setup), float(measured["time"]))
 
 
 def learn(records):
-    """{(device, framework, mode, size): (memory s, time s, cells)}: the mean walls of
-    the plain ok records (no optimizer, no remat) among `records`."""
+    """{(device, framework, mode, size): (memory s, time s, time set-up s, cells)}: the
+    mean walls of the plain ok records (no optimizer, no remat) among `records`."""
     found = {}
     for record in records:
         measured = walls(record)
@@ -115,21 +121,27 @@ def learn(records):
             continue
         key = (record.get("device"), record.get("framework"), record.get("mode"), record.get("size"))
         found.setdefault(key, []).append(measured)
-    return {
-        key: (statistics.fmean(m for m, _ in pairs), statistics.fmean(t for _, t in pairs), len(pairs))
-        for key, pairs in found.items()
-    }
+    return {key: tuple(statistics.fmean(column) for column in zip(*rows)) + (len(rows),) for key, rows in found.items()}
 
 
 @dataclass(frozen=True)
 class Cost:
-    memory_s: float
-    time_s: float
+    memory_s: float  # the memory pass's wall (it may share the machine)
+    time_s: float  # the time pass's wall ...
+    setup_s: float  # ... of which its set-up, which may share the machine
     source: str  # where the figure comes from (printed with the estimate)
 
     @property
     def total_s(self):
         return self.memory_s + self.time_s
+
+    @property
+    def alone_s(self):
+        """What of the cell measures with the machine to itself: its time pass after set-up."""
+        return self.time_s - self.setup_s
+
+    def scaled(self, factor, source):
+        return Cost(self.memory_s * factor, self.time_s * factor, self.setup_s * factor, source)
 
 
 class CostTable:
@@ -155,11 +167,9 @@ class CostTable:
 
     def _known(self, key):
         if key in self.learned:
-            memory, timing, count = self.learned[key]
-            return Cost(memory, timing, f"{count} record(s) of this run's --out/--costs")
+            return Cost(*self.learned[key][:3], LEARNED_SOURCE)
         if key in self.recorded:
-            memory, timing, count = self.recorded[key]
-            return Cost(memory, timing, f"{count} {RECORDED_CUDA_SOURCE}")
+            return Cost(*self.recorded[key][:3], RECORDED_CUDA_SOURCE)
         return None
 
     def cost(self, cell):
@@ -171,13 +181,14 @@ class CostTable:
             near = self._known((device, framework, mode, other)) if other != size else None
             if near is not None:
                 factor = LARGER_SIZE_FACTOR if SIZE_RANK.get(size, 0) > SIZE_RANK[other] else 1.0
-                return Cost(near.memory_s * factor, near.time_s * factor, f"{framework} {mode} at {other} x{factor:g}")
+                return near.scaled(factor, f"the same framework and mode at another size (x{factor:g} if larger)")
         peers = [c for k in set(self.learned) | set(self.recorded) if k[0] == device and k[2:] == (mode, size)
                  for c in [self._known(k)]]
         if peers:
-            return Cost(max(c.memory_s for c in peers), max(c.time_s for c in peers),
-                        f"the slowest other framework at {device} {mode} {size}")
-        return Cost(*DEFAULT_COST, "default (nothing recorded alike)")
+            slowest = max(peers, key=lambda c: c.total_s)
+            return Cost(slowest.memory_s, slowest.time_s, slowest.setup_s,
+                        "the slowest other framework at that device, mode and size")
+        return Cost(*DEFAULT_COST, "a default (nothing recorded alike)")
 
 
 class Budget:
@@ -230,16 +241,19 @@ class Estimate:
     """What is expected to fit in a budget, cell by cell in the sweep's order.
 
     Serial (jobs 1): cells one after another. With memory passes `jobs` at a time and
-    time passes alone, each cell is charged its time pass plus 1/jobs of its memory pass
-    and reference gradient (the memory passes share the machine; the time passes
-    measure alone, so they add up)."""
+    time passes alone, each cell is charged its time pass's measuring part plus 1/jobs
+    of its memory pass, its time pass's set-up and its reference gradient (those share
+    the machine; the time passes measure alone, so their measuring parts add up)."""
 
     def __init__(self, todo, costs, seconds, jobs=1):
         self.rows = []  # (cell, cost, charged s, cumulative s, fits)
         spent, seen = 0.0, set()
         for cell in todo:
             cost = costs.cost(cell)
-            share = cost.memory_s / jobs + cost.time_s + PASS_OVERHEAD_S * 2
+            if jobs == 1:
+                share = cost.total_s + PASS_OVERHEAD_S * 2
+            else:
+                share = (cost.memory_s + cost.setup_s) / jobs + cost.alone_s + PASS_OVERHEAD_S * 2
             reference = (cell["workload"], cell["size"], cell["dtype"])
             if reference not in seen:
                 seen.add(reference)
@@ -269,6 +283,8 @@ class Estimate:
         ]
         for name, (count, fit, seconds) in groups.items():
             out.append(f"  {name}: {fit} of {count} cells (~{seconds:.0f} s for all)")
-        sources = sorted({row[1].source for row in self.rows})
-        out.append("  costs from: " + "; ".join(sources))
+        sources = {}
+        for row in self.rows:
+            sources[row[1].source] = sources.get(row[1].source, 0) + 1
+        out.append("  costs from: " + "; ".join(f"{source} ({count} cells)" for source, count in sources.items()))
         return out

@@ -49,6 +49,7 @@ class CudaMemorySharing:
             "memory_pass": "beside other passes" if shared else "alone",
             "jobs": self.jobs if shared else 1,
             "nvml_method": method,
+            "reason": self._reason(shared),  # as things stood when it started
         }
         if method == PER_PROCESS_METHOD:
             if self.per_process is None:
@@ -59,7 +60,6 @@ class CudaMemorySharing:
                 note["nvml_note"] = "NVML answered for the whole device while other passes ran: its figure is not this pass's alone"
             self.per_process, self.evidence = False, method
             self.waiting.clear()
-        note["reason"] = self._reason(shared)
         return note
 
     def _release_waiting(self):
@@ -74,7 +74,7 @@ class CudaMemorySharing:
         if self.jobs <= 1:
             return "one pass at a time (the sweep's --jobs is 1, or its schedule serial)"
         if self.per_process is None:
-            return "NVML's answer (per process or per device) not known yet when this pass started: alone"
-        if self.per_process:
-            return "started before NVML's per-process answer was known: alone"
-        return f"NVML answers for the whole device only ({self.evidence}): CUDA memory passes run alone"
+            return "NVML's answer (per process or for the whole device) not known yet when it started: alone"
+        if self.per_process is False:
+            return f"NVML answers for the whole device only ({self.evidence}): CUDA memory passes run alone"
+        return "alone: started before NVML's per-process answer was known"

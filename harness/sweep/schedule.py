@@ -103,7 +103,7 @@ def _parallel(states, runner, executor, emit, budget=None):
             if budget is not None:
                 if not budget.admit(state.cell, queued_time_s=sum(in_flight.values())):
                     continue  # not expected to end in time: left for --resume
-                in_flight[state.index] = budget.costs.cost(state.cell).time_s
+                in_flight[state.index] = budget.costs.cost(state.cell).alone_s
             begin(state)
 
     def ended(state, record):
