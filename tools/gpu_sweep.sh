@@ -98,5 +98,9 @@ cd "$out"
 # shellcheck disable=SC2086  # the selection is a list of options
 "$python" -m harness run --device cuda --workload all --framework all $selection --schedule parallel \
     "${budget_args[@]}" $resume --schedule-log "$out/schedule-$n.jsonl" --out "$out/cuda.jsonl"
+if [[ ! -s $out/cuda.jsonl ]]; then  # a budget too small for any cell
+    echo "gpu_sweep: no records yet (no page); $((SECONDS - started)) s in all"
+    exit 0
+fi
 "$python" -m harness report "$out/cuda.jsonl" --out "$out/report" --title "gradmem CUDA comparison"
 echo "records: $out/cuda.jsonl; page: $out/report/index.html; $((SECONDS - started)) s in all"

@@ -263,8 +263,8 @@ class Progress:
         args, records = self.args, []
         for path in (args.out, args.costs):
             if path:
-                try:
-                    records.extend(results.scan_records(path)[0])
+                try:  # only the cell's keys and its walls are read: any schema will do
+                    records.extend(results.scan_records(path, check=False)[0])
                 except results.RecordFileError:
                     pass  # no --out yet; --costs was checked in plan()
         costs = budget.CostTable(budget.learn(records))
@@ -396,8 +396,8 @@ class Sweep:
         args, records = self.args, []
         for path in (args.out, args.costs):
             if path:
-                try:
-                    records.extend(results.scan_records(path)[0])
+                try:  # only the cell's keys and its walls are read: any schema will do
+                    records.extend(results.scan_records(path, check=False)[0])
                 except results.RecordFileError:
                     pass  # no --out yet; --costs was checked in plan()
         costs = budget.CostTable(budget.learn(records))
