@@ -281,3 +281,30 @@ def test_the_sampler_names_the_method_that_decides_the_overlap(monkeypatch, visi
     assert sampler.method == method
     # per process: this process's own bytes; device-wide: used minus used at start (0 here)
     assert sampler.peak() == (3 * 2**20 if visible else 0)
+
+
+# ---- the command, with real workers -------------------------------------------------------
+@pytest.mark.slow  # real workers: a planted hang waits for the budget
+def test_harness_run_kills_a_pass_at_the_budget_records_nothing_of_it_and_resume_finishes(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out, costs = tmp_path / "r.jsonl", tmp_path / "costs.jsonl"
+    # every cell "takes 1 s": both fit, so both start; the first hangs until the budget
+    cell = {"workload": "chained_dot", "size": "tiny", "dtype": "float32", "framework": "reference",
+            "mode": "eager", "device": "cpu", "status": "ok"}
+    costs.write_text(json.dumps(dict(cell, provenance={"worker_wall_s": {"memory": 0.5, "time": 0.5}})) + "\n")
+    command = [sys.executable, "-m", "harness", "run", "--workload", "chained_dot,tiny_nerf", "--framework",
+               "reference", "--size", "tiny", "--repeat", "1", "--time-budget", "0", "--out", str(out)]
+    proc = subprocess.run(command + ["--budget", "8", "--costs", str(costs)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "GRADMEM_TEST_PLANT": "hang:forward"})
+    assert proc.returncode == 0, proc.stderr
+    assert "expected to fit 2 of 2 cells" in proc.stderr
+    assert "2 cell(s) left for --resume (1 stopped at the budget, unrecorded, 1 not reached" in proc.stderr
+    assert not out.exists() or not out.read_text().strip()
+    proc = subprocess.run(command + ["--budget", "300", "--resume"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    recorded = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["workload"], r["status"]) for r in recorded] == [("chained_dot", "ok"), ("tiny_nerf", "ok")]
