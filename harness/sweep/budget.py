@@ -12,9 +12,10 @@ cells it finished, so with a budget
    of the same device, framework, mode and size, learned from records (the --out
    file's own, e.g. on --resume, or --costs FILE), else the built-in table of recorded
    CUDA cells (`RECORDED_CUDA`), else a conservative default;
-3. a cell is started only if it is expected to end before the budget (`Budget.admit`),
-   counting the time passes already queued ahead of it (they measure one at a time);
-   a cell that is not expected to fit is left for `--resume`, and a cheaper one after
+3. a cell is started only if it is expected to end before the budget (`Budget.fits`),
+   counting the time passes already queued ahead of it (they measure one at a time):
+   a cell that would fit once those are done waits for them (the parallel schedule),
+   one that would not fit even alone is left for `--resume`, and a cheaper one after
    it may still start;
 4. at the budget itself the executor kills what still runs (`BudgetSpent`): those
    cells get no record (their passes did not finish), every finished record is kept,
@@ -226,14 +227,26 @@ class Budget:
             reference = REFERENCE_GRADIENT_S.get(cell["size"], 10.0) + PASS_OVERHEAD_S
         return reference + cost.memory_s + queued_time_s + cost.time_s + 2 * PASS_OVERHEAD_S
 
-    def admit(self, cell, queued_time_s=0.0):
-        """True (and its reference gradient counted) if `cell` is expected to end before
-        the deadline; else False, and the cell is noted in `left_out`."""
-        if self.expected_s(cell, queued_time_s) <= self.remaining():
-            self.references.add((cell["workload"], cell["size"], cell["dtype"]))
-            self.admitted += 1
-            return True
+    def fits(self, cell, queued_time_s=0.0):
+        """Whether `cell`, started now, is expected to end before the deadline."""
+        return self.expected_s(cell, queued_time_s) <= self.remaining()
+
+    def start(self, cell):
+        """`cell` starts: its reference gradient is counted from now on."""
+        self.references.add((cell["workload"], cell["size"], cell["dtype"]))
+        self.admitted += 1
+
+    def leave_out(self, cell):
+        """`cell` will not start in this sweep: it is left for --resume."""
         self.left_out.append(cell)
+
+    def admit(self, cell, queued_time_s=0.0):
+        """True (and the cell started) if `cell` is expected to end before the deadline;
+        else False, and the cell is left out."""
+        if self.fits(cell, queued_time_s):
+            self.start(cell)
+            return True
+        self.leave_out(cell)
         return False
 
 

@@ -79,11 +79,12 @@ def _serial(states, runner, executor, emit, budget=None):
 
 def _parallel(states, runner, executor, emit, budget=None):
     """Without a budget every cell is handed to the executor at once (it keeps its
-    slots); with one, cells are admitted as others end, at most `budget.jobs` in flight,
-    each only if it is expected to end in time after the time passes queued ahead."""
+    slots); with one, cells are admitted in order as others end, at most `budget.jobs`
+    in flight, each only if it is expected to end in time after the time passes queued
+    ahead (else it waits for them, or, if it would not fit even alone, is left out)."""
     queue = deque(states)
     waiting = {}  # reference key -> states whose memory pass waits for that gradient
-    in_flight = {}  # cell index -> the expected seconds of its time pass (budget only)
+    in_flight = {}  # cell index -> its state, from its admission to its record (budget only)
 
     def begin(state):
         key = reference_key(state.cell)
@@ -97,14 +98,27 @@ def _parallel(states, runner, executor, emit, budget=None):
             waiting[key] = [state]
             executor.submit(task)
 
+    def ahead():
+        """Seconds the cells in flight may hold a new cell's time pass back: their time
+        passes' measured parts (one at a time; their set-ups overlap), and the longest
+        memory pass still running (a time pass is released when the passes working
+        beside it have ended)."""
+        memory = [budget.costs.cost(s.cell).memory_s for s in in_flight.values() if s.memory is None]
+        return sum(budget.costs.cost(s.cell).alone_s for s in in_flight.values()) + max(memory, default=0.0)
+
     def admit():
         while queue and (budget is None or len(in_flight) < budget.jobs):
-            state = queue.popleft()
+            state = queue[0]
             if budget is not None:
-                if not budget.admit(state.cell, queued_time_s=sum(in_flight.values())):
-                    continue  # not expected to end in time: left for --resume
-                in_flight[state.index] = budget.costs.cost(state.cell).alone_s
-            begin(state)
+                if not budget.fits(state.cell, queued_time_s=ahead()):
+                    if in_flight and budget.fits(state.cell):
+                        return  # it fits once the cells ahead are done: wait for them
+                    queue.popleft()
+                    budget.leave_out(state.cell)  # not even alone: left for --resume
+                    continue
+                budget.start(state.cell)
+                in_flight[state.index] = state
+            begin(queue.popleft())
 
     def ended(state, record):
         emit(state.index, record)

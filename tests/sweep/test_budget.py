@@ -1,8 +1,9 @@
 """`harness run --budget` and CUDA memory passes side by side, on a simulated clock.
 
 A fake executor (`SimulatedGpu`) runs passes on a clock of its own, keeping the real
-executor's rules (an exclusive pass alone, a gated time pass measures alone, at most
-`slots` at once), each pass taking the seconds its framework is given; a memory pass
+executor's rules (an exclusive pass alone, a gated time pass sets up beside others and
+measures alone, at most `slots` at once), each pass taking the seconds the recorded
+CUDA table gives its framework; a memory pass
 of a CUDA cell answers with the NVML method a fake NVML would give. The schedule, the
 budget and the cell runner are the real ones, so these tests check the order, the
 admission, the stop at the budget, the resume, and when CUDA memory passes overlap,
@@ -38,13 +39,19 @@ class Clock:
 
 
 class SimulatedGpu:
-    """An executor on a simulated clock: `submit`, `outcomes`, `cancel_all`, `gpus`."""
+    """An executor on a simulated clock with LocalExecutor's rules: an exclusive pass
+    runs alone; a gated (time) pass sets up beside others, waits at its gate, and is
+    released to measure alone once nothing else works, nothing starting meanwhile; at
+    most `slots` passes work at once. `seconds(task)` -> (set-up s, measured s)."""
 
     def __init__(self, clock, seconds, slots=1, nvml=PER_PROCESS_METHOD, deadline=None):
         self.clock, self.seconds, self.slots, self.nvml = clock, seconds, slots, nvml
         self.deadline = deadline
-        self.pending, self.running = [], []  # running: (end time, task)
-        self.log = []  # (start, end, kind, exclusive, cell label)
+        self.pending = []
+        self.running = []  # [task, state ("work", "setup", "gate", "measure"), end time or None]
+        # (start, end, kind, exclusive, cell label, measured from, set up at): a time pass
+        # works from its start until set up, and from "measured from" to its end
+        self.log = []
         self.killed = []
 
     def gpus(self):
@@ -54,42 +61,65 @@ class SimulatedGpu:
         self.pending.append(task)
 
     def cancel_all(self):
-        self.killed.extend(task for _, task in self.running)
+        self.killed.extend(entry[0] for entry in self.running)
         self.pending.clear()
         self.running.clear()
 
     def _start(self):
-        while self.pending and len(self.running) < self.slots:
-            if any(task.exclusive or task.gated for _, task in self.running):
+        if any(task.exclusive or state == "measure" for task, state, _ in self.running):
+            return
+        waiting = [entry for entry in self.running if entry[1] == "gate"]
+        working = len(self.running) - len(waiting)
+        if waiting and not working:
+            entry = min(waiting, key=lambda e: e[0].id)
+            entry[1], entry[2] = "measure", self.clock.now + self.seconds(entry[0])[1]
+            entry[0].measured_from = self.clock.now
+            return
+        gated = sum(1 for task, _, _ in self.running if task.gated)
+        while self.pending and working < self.slots:
+            task = next((t for t in self.pending if t.gated), None) if waiting else self.pending[0]
+            if task is None or (task.exclusive and self.running) or (task.gated and gated >= self.slots):
                 return
-            task = self.pending[0]
-            if (task.exclusive or task.gated) and self.running:
-                return
-            self.pending.pop(0)
+            self.pending.remove(task)
             task.started = self.clock.now
-            self.running.append((self.clock.now + self.seconds(task), task))
+            setup, measured = self.seconds(task)
+            if task.gated:
+                self.running.append([task, "setup", self.clock.now + setup])
+                gated += 1
+            else:
+                self.running.append([task, "work", self.clock.now + setup + measured])
+            working += 1
+            if task.exclusive:
+                return
 
     def outcomes(self):
         while self.pending or self.running:
             self._start()
-            end, task = min(self.running, key=lambda item: item[0])
-            if self.deadline is not None and end > self.deadline:
+            timed = [entry for entry in self.running if entry[2] is not None]
+            entry = min(timed, key=lambda e: e[2])
+            if self.deadline is not None and entry[2] > self.deadline:
                 self.clock.now = self.deadline
                 self.cancel_all()
                 raise BudgetSpent("simulated")
-            self.clock.now = end
-            self.running.remove((end, task))
-            task.ended = end
+            self.clock.now = entry[2]
+            task, state, _ = entry
+            if state == "setup":  # set up: it waits at its gate
+                entry[1], entry[2] = "gate", None
+                task.ready_at = self.clock.now
+                continue
+            self.running.remove(entry)
+            task.ended = self.clock.now
             kind = task.job["kind"]
-            self.log.append((task.started, end, kind, task.exclusive, plan.label(task.job["cell"])))
+            self.log.append((task.started, task.ended, kind, task.exclusive, plan.label(task.job["cell"]),
+                             getattr(task, "measured_from", task.started), getattr(task, "ready_at", task.ended)))
             result = {}
             if kind == "memory" and task.job["cell"]["device"] == "cuda":
                 result["device_memory"] = {"nvml_method": self.nvml}
-            yield task, Outcome("ok", result=result, wall_s=end - task.started)
+            yield task, Outcome("ok", result=result, wall_s=task.ended - task.started)
 
     def overlapping_memory_passes(self):
         """The most CUDA memory passes that ran at one moment."""
-        spans = [(start, end) for start, end, kind, _, _ in self.log if kind == "memory"]
+        spans = [(entry[0], entry[1]) for entry in self.log if entry[2] == "memory"]
         return max((sum(1 for s, e in spans if s <= t < e) for t, _ in spans), default=0)
 
 
@@ -101,13 +131,13 @@ class Runner(CellRunner):
         return dict(cell, status="ok", provenance=prov)
 
 
-#: seconds per pass in the simulation: the recorded CUDA table's walls, by framework
 def pass_seconds(task):
-    cell = task.job["cell"]
+    """(set-up s, measured s) of a pass in the simulation: the recorded CUDA table's walls
+    (a time pass's set-up is its recorded load_s), a reference gradient 2 s."""
     if task.job["kind"] == "reference_gradient":
-        return 2.0
-    cost = CostTable().cost(cell)
-    return cost.memory_s if task.job["kind"] == "memory" else cost.time_s
+        return 0.0, 2.0
+    cost = CostTable().cost(task.job["cell"])
+    return (0.0, cost.memory_s) if task.job["kind"] == "memory" else (cost.setup_s, cost.alone_s)
 
 
 def sweep(todo, seconds, jobs=1, nvml=PER_PROCESS_METHOD, walls=pass_seconds, costs=None):
@@ -189,12 +219,25 @@ def test_no_cell_starts_that_is_not_expected_to_end_in_time_and_nothing_is_kille
     assert plan.label(ran[0]) == plan.label(todo[0])
 
 
+@pytest.mark.parametrize("seconds", [60, 150, 300])
+def test_side_by_side_cells_are_admitted_in_order_and_all_end_in_time(seconds):
+    todo = budget.order(grid(sizes=("small",)))
+    records, tally, gpu = sweep(todo, seconds=seconds, jobs=4)
+    ran = [r for r in records if r["status"] == "ok"]
+    assert ran and tally.left_out and not gpu.killed and gpu.clock.now <= seconds
+    # admitted in the sweep's order: what ran is a prefix of it, give or take the
+    # cells left out for being too long even alone (none of small eager here)
+    runnable = [c for c in todo if c["framework"] != "reference" or c["mode"] == "eager"]
+    started = sorted(runnable.index(next(c for c in runnable if resume.key(c) == resume.key(r))) for r in ran)
+    assert started[0] == 0 and budget.group(runnable[started[-1]]) in ("small eager", "small compiled")
+
+
 def test_a_cell_slower_than_its_estimate_is_killed_at_the_budget_and_gets_no_record():
     todo = budget.order(grid(sizes=("small",), modes=("eager",), frameworks=("torch",)))
 
     def slow_second_cell(task):
         first = task.job["cell"]["workload"] == todo[0]["workload"]
-        return pass_seconds(task) * (1 if first else 20)
+        return tuple(seconds * (1 if first else 20) for seconds in pass_seconds(task))
 
     records, tally, gpu = sweep(todo, seconds=60, walls=slow_second_cell)
     assert [r["workload"] for r in records] == [todo[0]["workload"]]
@@ -223,10 +266,17 @@ def test_cuda_memory_passes_overlap_when_nvml_answers_per_process():
     assert first["memory_pass"] == "alone" and "not known yet" in first["reason"]
     shared = [note for note in rest if note["memory_pass"] == "beside other passes"]
     assert shared and all(note["jobs"] == 4 and note["nvml_method"] == PER_PROCESS_METHOD for note in shared)
-    # time passes still measure alone: no other pass overlaps one
-    for index, (start, end, kind, _, _) in enumerate(gpu.log):
-        if kind == "time":
-            assert not [other for other in gpu.log[:index] + gpu.log[index + 1:] if other[0] < end and other[1] > start]
+    # time passes still measure alone: no other pass works during one's measured part
+    def working(entry):
+        start, end, kind, _, _, measured_from, ready = entry
+        return [(start, ready), (measured_from, end)] if kind == "time" else [(start, end)]
+
+    for index, entry in enumerate(gpu.log):
+        if entry[2] == "time":
+            measured = (entry[5], entry[1])
+            others = gpu.log[:index] + gpu.log[index + 1:]
+            assert not [span for other in others for span in working(other)
+                        if span[0] < measured[1] and span[1] > measured[0]]
 
 
 def test_cuda_memory_passes_run_alone_when_nvml_answers_for_the_whole_device():
