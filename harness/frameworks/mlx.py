@@ -254,8 +254,8 @@ def _cuda_available(mx):
 def _check_cuda(mx):
     if not _cuda_available(mx):
         raise Unavailable(
-            "MLX here has no CUDA backend or sees no GPU (pip install 'mlx[cuda12]' on a machine with one; "
-            "mx.cuda.is_available() is False)"
+            "MLX here has no CUDA backend or sees no GPU (pip install 'mlx[cuda13]', or 'mlx[cuda12]' for "
+            "CUDA 12, on a machine with one; mx.cuda.is_available() is False)"
         )
 
 

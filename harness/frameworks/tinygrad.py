@@ -48,6 +48,12 @@ between steps as tinygrad users run it is measured after the measured steps with
 cache on again: the record's ``buffer_cache``. The time pass runs with the cache on.
 Kernels compiled in the first step stay loaded (their code is retained).
 
+On CUDA the record's ``device_memory`` is tinygrad's own count of the bytes its buffers
+hold on the device, with a peak per phase (`MemUsedProbe`), the cache off as on the
+CPU; NVML's figure beside it adds the CUDA context and kernels. A TinyJit's buffers are
+allocated on its capturing call and held between steps, so there they are retained
+device bytes, and its step allocates nothing above its start.
+
 Breakdown (harness/measure/breakdown.py): the saved activations are null with the
 no-split reason; params, inputs and gradients are counted by their device buffers
 (``buffer_bytes``).
@@ -100,6 +106,7 @@ import os
 import shutil
 import sys
 import types
+from collections import defaultdict
 
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
@@ -292,9 +299,77 @@ class TinygradAdapter(Adapter):
                 found[id(tensor)] = tensor.nbytes()
         return found
 
-    # ---- CUDA (tinygrad's CUDA device; not run on a GPU yet) ------------------------
+    # ---- CUDA: tinygrad's own count of its device buffers --------------------------
     def device_memory_probe(self, device):
-        return None  # tinygrad has no peak counter (GlobalCounters.mem_used is current bytes only)
+        if device != "cuda":
+            return None  # on the CPU the RSS figures are the measurement
+        from tinygrad import Device
+
+        return MemUsedProbe(Device.DEFAULT)
+
+
+class MemUsedProbe:
+    """The bytes tinygrad's buffers hold on one device, and their peak.
+
+    tinygrad counts them itself: ``Buffer.allocate`` adds a buffer's ``nbytes`` to
+    ``GlobalCounters.mem_used_per_device[device]`` and ``Buffer.deallocate`` takes them
+    off (device.py; views and external pointers are not counted, and neither is what
+    the LRU cache keeps after a free, which the memory pass turns off). It keeps no
+    peak, so the counter's dict is replaced by one that notes the device's largest
+    total on every update (`_PeakCounting`): exact, not polled. Every device's buffers
+    are counted there (the CPU device's too), which is how this is tested without a GPU.
+    What tinygrad allocates outside its buffers (the CUDA context, kernels' code) is
+    not in it: NVML's figure has it.
+    """
+
+    peak_since_reset = True
+
+    def __init__(self, device):
+        from tinygrad.helpers import GlobalCounters
+
+        self.device = device  # tinygrad's name: "CUDA", "CPU" ("CUDA:1" counts as "CUDA")
+        counts = GlobalCounters.mem_used_per_device
+        if not isinstance(counts, _PeakCounting):
+            counts = GlobalCounters.mem_used_per_device = _PeakCounting(counts)
+        counts.watch(self._mine)
+        self.counts = counts
+
+    def _mine(self, key):
+        name = str(key)
+        return name == self.device or name.startswith(self.device + ":")
+
+    def current_bytes(self):
+        return self.counts.watched_total()
+
+    def reset(self):
+        self.counts.peak = self.counts.watched_total()
+
+    def peak_bytes(self):
+        return self.counts.peak
+
+
+class _PeakCounting(defaultdict):
+    """``GlobalCounters.mem_used_per_device`` that remembers the largest total of the
+    watched devices' counts since `peak` was last set."""
+
+    def __init__(self, counts):
+        super().__init__(int, counts)
+        self.mine = lambda key: False
+        self.peak = 0
+
+    def watch(self, mine):
+        self.mine = mine
+        self.peak = self.watched_total()
+
+    def watched_total(self):
+        return sum(value for key, value in self.items() if self.mine(key))
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        if self.mine(key):
+            total = self.watched_total()
+            if total > self.peak:
+                self.peak = total
 
 
 def _jitted(step, TinyJit):

@@ -18,6 +18,13 @@ import os
 import threading
 import time
 
+#: `method` when NVML listed this process among the device's compute processes: the
+#: figure is this process's alone (harness/sweep/cuda_sharing.py lets CUDA memory passes
+#: run side by side on that evidence)
+PER_PROCESS_METHOD = "nvmlDeviceGetComputeRunningProcesses (this process)"
+#: `method` when it did not: the device's used memory, every process on it included
+DEVICE_WIDE_METHOD = "device used memory minus used at start (process not visible: container PIDs?)"
+
 
 class NvmlSampler:
     def __init__(self, pid=None, interval_s=0.002):
@@ -54,9 +61,9 @@ class NvmlSampler:
         pynvml, handle = self._nvml, self._handle
         for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
             if proc.pid == self.pid and proc.usedGpuMemory is not None:
-                self.method = "nvmlDeviceGetComputeRunningProcesses (this process)"
+                self.method = PER_PROCESS_METHOD
                 return proc.usedGpuMemory
-        self.method = "device used memory minus used at start (process not visible: container PIDs?)"
+        self.method = DEVICE_WIDE_METHOD
         return pynvml.nvmlDeviceGetMemoryInfo(handle).used - self._device_used0
 
     def _run(self):

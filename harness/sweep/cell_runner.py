@@ -8,6 +8,9 @@
    else runs while it measures (`gated`: it sets up beside other passes, then waits
    until the machine is its alone).
 
+A CUDA memory pass runs alone unless NVML answers per process (cuda_sharing.py); its
+record says which (``provenance.cuda_concurrency``).
+
 `CellRunner` makes the passes (executor Tasks) and turns their outcomes into the
 record; *when* each runs is the schedule's business (harness/sweep/schedule.py).
 
@@ -26,6 +29,7 @@ from harness import results
 from harness.frameworks import threads
 from harness import origin as provenance
 from harness.sweep import plan as cells, environment, timeline
+from harness.sweep.cuda_sharing import CudaMemorySharing
 from harness.sweep.executor import Task
 from harness.measure.timing import Policy
 from harness.frameworks.base import Unavailable
@@ -100,6 +104,7 @@ class CellState:
     python: str = None  # a pinned version's interpreter (None: this one)
     env_of: object = None  # env -> env for that interpreter's workers (None: as it is)
     pinned: dict = None  # the pinned version (executor.Task.pinned), None for this interpreter's
+    memory_task: object = None  # the memory pass's Task, once made
 
 
 def reference_key(cell):
@@ -107,8 +112,10 @@ def reference_key(cell):
 
 
 class CellRunner:
-    def __init__(self, workdir, options, gpus=None):
+    def __init__(self, workdir, options, gpus=None, jobs=1):
         self.workdir = workdir
+        # whether CUDA memory passes may run beside each other (up to `jobs`)
+        self.cuda_sharing = CudaMemorySharing(jobs)
         self.options = options
         self.gpus = gpus  # (present, where) of a cluster's nodes (None: this machine decides)
         self.reference = {}  # reference_key -> (npz path or None, note)
@@ -204,17 +211,22 @@ class CellRunner:
             reference_gradient_path=ref_path,
         )
         name = self._name(f"memory-{self._tag(cell)}")
-        # CUDA memory passes run alone: NVML's figures are per device, not per process.
-        alone = cell["device"] != "cpu"
-        return Task(
-            job, env, name, self.options.timeout_s, sample_rss=True, exclusive=alone, tag=("memory", state),
+        task = Task(
+            job, env, name, self.options.timeout_s, sample_rss=True, tag=("memory", state),
             python=state.python, pinned=state.pinned,
         )
+        if cell["device"] == "cuda":
+            # alone until NVML is known to answer per process (cuda_sharing.py)
+            self.cuda_sharing.made(task)
+        state.memory_task = task
+        return task
 
     def memory_done(self, state, outcome):
         """None when the time pass may follow, else the cell's (failed) record."""
         state.memory = outcome
         state.prov["finished_at"] = provenance.now_iso()
+        if state.cell["device"] == "cuda" and state.memory_task is not None:
+            state.prov["cuda_concurrency"] = self.cuda_sharing.learned(state.memory_task, outcome)
         state.prov["worker_wall_s"] = {"memory": round(outcome.wall_s, 3)}
         _note_node(state.prov, outcome, "memory")
         if not outcome.ok:

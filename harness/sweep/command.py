@@ -29,10 +29,19 @@ each in the same fresh worker process, records appended here as they arrive
 Schedule (harness/sweep/schedule.py): `serial` (default) runs one pass at a time,
 cell after cell. `--schedule parallel` runs reference gradients and memory passes
 --jobs at a time (default: one per CPU); each time pass sets up beside them and
-measures alone. It is not the default: on the 2-core development machine (2026-11-23,
+measures alone (a CUDA memory pass too, unless NVML answers per process:
+harness/sweep/cuda_sharing.py). It is not the default: on the 2-core development machine (2026-11-23,
 tools/sweep_compare.py) it was not faster
 and its memory figures are not yet shown to match the serial ones within 1 %
 (docs/measurement.md, "How a sweep is scheduled").
+
+Budget (harness/sweep/budget.py): `--budget SECONDS` sizes the sweep to its time: the
+cells run smallest size first, eager before compiled (every workload in every row
+before the next mode or size); the estimate of what fits is printed at the start (from
+--out's own records, --costs FILE's, or the built-in table of recorded CUDA cells); a
+cell starts only if it is expected to end in time; what still runs at the budget is
+killed and gets no record. The sweep then exits 0 and says how many cells are left;
+`--resume` (with the same arguments, and a new --budget) goes on.
 
 Start (harness/sweep/zygote.py): `fork` (default) forks each pass's worker from a
 process per framework that has imported it; `--start spawn` starts a fresh
@@ -40,6 +49,7 @@ interpreter per pass.
 """
 
 import errno
+import os
 import shutil
 import sys
 import tempfile
@@ -48,7 +58,7 @@ import time
 from harness import choices, results, workloads
 from harness.console import say
 from harness import interrupts
-from harness.sweep import plan as cells, resume, schedule, summary_table as table, zygote
+from harness.sweep import budget, plan as cells, resume, schedule, summary_table as table, zygote
 from harness.sweep.cell_runner import CellRunner, Options
 from harness.sweep.executor import LocalExecutor
 from harness.measure.timing import Policy
@@ -146,6 +156,17 @@ def add_arguments(parser):
         action="store_true",
         help="skip the cells whose records are already in --out (run a killed sweep again with its own arguments)",
     )
+    parser.add_argument(
+        "--budget", type=float, default=None,
+        help="seconds the whole sweep may take: cells run smallest size first, eager before compiled; a cell "
+        "starts only if it is expected to end in time (the estimate is printed at the start), passes still "
+        "running at the budget are killed without a record; --resume goes on (harness/sweep/budget.py)",
+    )
+    parser.add_argument(
+        "--costs", default=None,
+        help="with --budget: a JSONL file of records whose worker walls estimate each cell's cost (beside "
+        "--out's own records and the built-in table of recorded CUDA cells)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress line and no table")
 
 
@@ -198,7 +219,15 @@ def plan(args):
                 f"--remat {args.remat}: {', '.join(lacking)} mark(s) no segments to rematerialise; "
                 f"workloads with segments: {', '.join(segmented)}"
             )
-    return cells.expand(
+    if getattr(args, "budget", None) is not None:
+        budget.check(args.budget)
+        if args.executor != "local":
+            raise choices.ChoiceError("--budget needs --executor local (a cluster's passes are not timed against it)")
+        if args.costs is not None and not os.path.isfile(args.costs):
+            raise choices.ChoiceError(f"--costs {args.costs}: no such file (a JSONL file of records)")
+    elif getattr(args, "costs", None) is not None:
+        raise choices.ChoiceError("--costs estimates cells for --budget: it needs --budget SECONDS")
+    todo = cells.expand(
         names,
         versions.plan_frameworks(args.framework),
         choices.parse_choices("size", args.size, choices.SIZES),
@@ -210,6 +239,7 @@ def plan(args):
         orders=choices.parse_choices("order", args.order, ORDERS),
         segmented=segmented,
     )
+    return budget.order(todo) if getattr(args, "budget", None) is not None else todo
 
 
 class Progress:
@@ -231,6 +261,20 @@ class Progress:
         else:
             sys.stderr.write(text + "\n")
         sys.stderr.flush()
+
+    def make_budget(self):
+        """The --budget clock, started with the sweep, its costs learned from --out's
+        records and --costs' beside the built-in table."""
+        args, records = self.args, []
+        for path in (args.out, args.costs):
+            if path:
+                try:  # only the cell's keys and its walls are read: any schema will do
+                    records.extend(results.scan_records(path, check=False)[0])
+                except results.RecordFileError:
+                    pass  # no --out yet; --costs was checked in plan()
+        costs = budget.CostTable(budget.learn(records))
+        return budget.Budget(args.budget, costs, jobs=self.jobs, started=self.started,
+                             report=lambda line: say(line, args.quiet))
 
     def pass_started(self, task):
         """The executor started `task` (a pass of some cell)."""
@@ -279,7 +323,11 @@ class Sweep:
     def __init__(self, todo, args):
         self.todo, self.args = todo, args
         self.options = options(args)
-        self.jobs = 1 if args.schedule == "serial" else (args.jobs or schedule.default_jobs())
+        cuda = any(cell["device"] == "cuda" for cell in todo)
+        self.jobs = 1 if args.schedule == "serial" else (
+            args.jobs or schedule.default_jobs(cuda=cuda, threads=self.options.settings()["threads"]))
+        self.budget = None  # budget.Budget of --budget, made when measuring starts
+        self.spent = None  # budget.BudgetSpent: the budget ran out while passes ran
         self.kept = []  # --resume: the records already in --out
         self.finished = {}  # cell index -> the record this sweep appended
         self.started = time.monotonic()
@@ -331,10 +379,15 @@ class Sweep:
             if self.args.schedule_log:
                 self.log = schedule.PassLog(self.args.schedule_log, self.started)
             executor = _executor(self.args, self.workdir, self.jobs, self.pass_started, self.log)
-            runner = CellRunner(self.workdir, self.options, gpus=executor.gpus())
-            schedule.run(self.todo, runner, executor, self.emit, self.args.schedule)
+            runner = CellRunner(self.workdir, self.options, gpus=executor.gpus(), jobs=self.jobs)
+            if self.args.budget is not None:
+                self.budget = self.make_budget()
+                executor.deadline = self.budget.deadline
+            schedule.run(self.todo, runner, executor, self.emit, self.args.schedule, budget=self.budget)
         except KeyboardInterrupt as err:
             return err
+        except budget.BudgetSpent as err:
+            self.spent = err
         finally:
             if executor is not None:
                 executor.cancel_all()  # no worker outlives the sweep (nothing runs after a normal end)
@@ -342,6 +395,20 @@ class Sweep:
             if self.workdir is not None:
                 shutil.rmtree(self.workdir, ignore_errors=True)
         return None
+
+    def make_budget(self):
+        """The --budget clock, started with the sweep, its costs learned from --out's
+        records and --costs' beside the built-in table."""
+        args, records = self.args, []
+        for path in (args.out, args.costs):
+            if path:
+                try:  # only the cell's keys and its walls are read: any schema will do
+                    records.extend(results.scan_records(path, check=False)[0])
+                except results.RecordFileError:
+                    pass  # no --out yet; --costs was checked in plan()
+        costs = budget.CostTable(budget.learn(records))
+        return budget.Budget(args.budget, costs, jobs=self.jobs, started=self.started,
+                             report=lambda line: say(line, args.quiet))
 
     def pass_started(self, task):
         self.cell = task.job.get("cell") or self.cell
@@ -353,6 +420,8 @@ class Sweep:
         with interrupts.deferred():
             results.append_record(self.args.out, record)
             self.finished[index] = record
+        if self.budget is not None:
+            self.budget.costs.add(record)  # this machine's own walls, for the cells still to come
         self.writing = "scratch"
         self.progress.done_count = len(self.finished)
         self.progress.show(self.todo[index], record["status"])
@@ -364,8 +433,31 @@ class Sweep:
         _print_table(self.kept + _in_order(self.finished), self.args)
         return getattr(stop, "exit_code", 130)
 
+    def budget_note(self):
+        """What the budget left undone, or "" (no budget, or everything ran)."""
+        if self.budget is None:
+            return ""
+        left = len(self.todo) - len(self.finished)
+        if not left:
+            return ""
+        ran = sum(1 for record in self.finished.values() if record["status"] != "unavailable")
+        killed = self.budget.admitted - ran  # started, not finished: killed at the budget
+        parts = []
+        if self.budget.left_out:
+            parts.append(f"{len(self.budget.left_out)} not started: not expected to end in time")
+        if killed:
+            parts.append(f"{killed} stopped at the budget, unrecorded")
+        unreached = left - len(self.budget.left_out) - killed
+        if unreached:
+            parts.append(f"{unreached} not reached before the budget ran out")
+        return (f"budget {self.budget.seconds:.0f} s: {left} cell(s) left for --resume ({', '.join(parts)}); "
+                f"{len(self.finished)} finished")
+
     def summary(self):
         args = self.args
+        note = self.budget_note()
+        if note:
+            say(note, args.quiet)
         if args.resume:  # the whole file, so the resumed sweep's table is complete
             kept, _ = results.scan_records(args.out)
             _print_table(resume.newest(kept), args)

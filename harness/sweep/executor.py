@@ -4,8 +4,8 @@ A *pass* (`Task`) is one worker job: the JSON job, the environment its interpret
 starts with, a timeout, and what it may share the machine with:
 
 - an ordinary pass (a memory pass, a reference gradient) runs beside others;
-- an `exclusive` pass runs alone from start to end (a CUDA memory pass: NVML's
-  figures are per device);
+- an `exclusive` pass runs alone from start to end (a CUDA memory pass while NVML
+  is not known to answer per process: cuda_sharing.py);
 - a `gated` pass (a time pass) sets itself up beside others (imports, runtime
   warm-up, inputs: nothing of it is measured), then waits at its gate; the executor
   releases it when nothing else runs but passes waiting at their own gates (idle
@@ -19,6 +19,9 @@ rules above, at most `slots` passes working at once (a pass waiting at its gate 
 not count; at most `slots` gated passes set up or wait at a time), and the submission
 order: a pass starts after every pass submitted before it has started, except that a
 gated pass may go ahead while the machine drains for another gated pass's release.
+
+A `deadline` (`harness run --budget`) stops it: once past, `outcomes()` kills every
+running worker and raises `budget.BudgetSpent`.
 
 `cancel_all()` kills every running worker's process group (a worker is a session
 leader, so compilers it started die with it) and drops what has not started; a signal
@@ -35,6 +38,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from harness import interrupts
+from harness.sweep.budget import BudgetSpent
 from harness.sweep.worker_process import POLL_S, WorkerProcess
 from harness.sweep.zygote import ZygotePool
 
@@ -65,7 +69,7 @@ class Task:
 class LocalExecutor:
     """Runs passes as worker processes on this machine, `slots` at a time."""
 
-    def __init__(self, workdir, slots=1, on_start=None, on_end=None, start="fork"):
+    def __init__(self, workdir, slots=1, on_start=None, on_end=None, start="fork", deadline=None):
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
         self.workdir, self.slots = workdir, slots
@@ -77,6 +81,9 @@ class LocalExecutor:
         self.pending = deque()
         self.running = {}  # task id -> (task, WorkerProcess)
         self.cancelled = False
+        # time.monotonic() past which nothing starts and what runs is killed
+        # (`harness run --budget`: BudgetSpent ends outcomes())
+        self.deadline = deadline
 
     # ---- the interface ---------------------------------------------------------------
     def submit(self, task):
@@ -94,6 +101,10 @@ class LocalExecutor:
         worker before it propagates."""
         try:
             while self.pending or self.running:
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    raise BudgetSpent(
+                        f"the budget ran out with {len(self.running)} pass(es) running and {len(self.pending)} queued"
+                    )
                 self._start_what_may()
                 # snapshots: a signal handler may cancel_all() in the middle of this
                 ended = [(task, worker) for task, worker in list(self.running.values()) if worker.poll()]

@@ -48,6 +48,11 @@ def split(path, todo, settings):
     except results.RecordFileError:
         return [], list(todo)  # nothing to resume from: run everything
     results.warn_damaged(damaged)
+    return divide(records, todo, settings, path)
+
+
+def divide(records, todo, settings, path):
+    """`split` of `records` (read from `path`, which the error names)."""
     planned = {key(cell) for cell in todo}
     kept = [r for r in newest(records) if key(r) in planned]
     for record in kept:

@@ -14,11 +14,19 @@ Two schedules, the same passes and the same records:
   measured part runs alone. Records of cells whose memory pass failed are written as
   soon as it ends, the others as their time pass ends.
 
+With a budget (`harness run --budget`, harness/sweep/budget.py) a cell starts only if it
+is expected to end in time; the parallel schedule then admits cells as others end (at
+most --jobs in flight) instead of handing every cell to the executor at once.
+
+A CUDA memory pass runs alone unless NVML answers per process (cuda_sharing.py), under
+either schedule; the serial schedule runs one pass at a time anyway.
+
 `run(...)` drives an executor and calls `emit(index, record)` for each finished cell.
 """
 
 import json
 import os
+from collections import deque
 
 from harness.sweep import plan as cells
 from harness.sweep.cell_runner import CellState, reference_key
@@ -26,8 +34,10 @@ from harness.sweep.cell_runner import CellState, reference_key
 SCHEDULES = ("parallel", "serial")
 
 
-def run(todo, runner, executor, emit, schedule="serial"):
-    """Measure the cells `todo` (a list) through `executor`; every record goes to `emit`."""
+def run(todo, runner, executor, emit, schedule="serial", budget=None):
+    """Measure the cells `todo` (a list) through `executor`; every record goes to `emit`.
+    `budget` (budget.Budget): start a cell only if it is expected to end in time; the
+    cells left out are in `budget.left_out`."""
     states = []
     for index, cell in enumerate(todo):
         state = runner.start(index, cell)
@@ -35,10 +45,12 @@ def run(todo, runner, executor, emit, schedule="serial"):
             states.append(state)
         else:
             emit(index, state)  # unavailable here: decided without a worker
+    if budget is not None:
+        budget.plan([state.cell for state in states], unavailable=len(todo) - len(states))
     if schedule == "serial":
-        _serial(states, runner, executor, emit)
+        _serial(states, runner, executor, emit, budget)
     elif schedule == "parallel":
-        _parallel(states, runner, executor, emit)
+        _parallel(states, runner, executor, emit, budget)
     else:
         raise ValueError(f"unknown schedule {schedule!r}; valid: {', '.join(SCHEDULES)}")
 
@@ -51,8 +63,10 @@ def _one(executor, task):
     raise RuntimeError(f"the executor ended without an outcome for {task.name}")
 
 
-def _serial(states, runner, executor, emit):
+def _serial(states, runner, executor, emit, budget=None):
     for state in states:
+        if budget is not None and not budget.admit(state.cell):
+            continue  # not expected to end in time: left for --resume
         task = runner.reference_task(state.cell)
         if task is not None:
             runner.reference_done(task, _one(executor, task))
@@ -63,13 +77,20 @@ def _serial(states, runner, executor, emit):
         emit(state.index, runner.time_done(state, _one(executor, runner.time_task(state))))
 
 
-def _parallel(states, runner, executor, emit):
+def _parallel(states, runner, executor, emit, budget=None):
+    """Without a budget every cell is handed to the executor at once (it keeps its
+    slots); with one, cells are admitted in order as others end, at most `budget.jobs`
+    in flight, each only if it is expected to end in time after the time passes queued
+    ahead (else it waits for them, or, if it would not fit even alone, is left out)."""
+    queue = deque(states)
     waiting = {}  # reference key -> states whose memory pass waits for that gradient
-    for state in states:
+    in_flight = {}  # cell index -> its state, from its admission to its record (budget only)
+
+    def begin(state):
         key = reference_key(state.cell)
         if key in waiting:
             waiting[key].append(state)
-            continue
+            return
         task = runner.reference_task(state.cell)
         if task is None:  # known already, or the engine is unavailable (the note says)
             executor.submit(runner.memory_task(state))
@@ -77,6 +98,34 @@ def _parallel(states, runner, executor, emit):
             waiting[key] = [state]
             executor.submit(task)
 
+    def ahead():
+        """Seconds the cells in flight may hold a new cell's time pass back: their time
+        passes' measured parts (one at a time; their set-ups overlap), and the longest
+        memory pass still running (a time pass is released when the passes working
+        beside it have ended)."""
+        memory = [budget.costs.cost(s.cell).memory_s for s in in_flight.values() if s.memory is None]
+        return sum(budget.costs.cost(s.cell).alone_s for s in in_flight.values()) + max(memory, default=0.0)
+
+    def admit():
+        while queue and (budget is None or len(in_flight) < budget.jobs):
+            state = queue[0]
+            if budget is not None:
+                if not budget.fits(state.cell, queued_time_s=ahead()):
+                    if in_flight and budget.fits(state.cell):
+                        return  # it fits once the cells ahead are done: wait for them
+                    queue.popleft()
+                    budget.leave_out(state.cell)  # not even alone: left for --resume
+                    continue
+                budget.start(state.cell)
+                in_flight[state.index] = state
+            begin(queue.popleft())
+
+    def ended(state, record):
+        emit(state.index, record)
+        in_flight.pop(state.index, None)
+        admit()
+
+    admit()
     for task, outcome in executor.outcomes():
         kind, payload = task.tag
         if kind == "reference":
@@ -86,17 +135,21 @@ def _parallel(states, runner, executor, emit):
         elif kind == "memory":
             failed = runner.memory_done(payload, outcome)
             if failed is not None:
-                emit(payload.index, failed)
+                ended(payload, failed)
             else:
                 executor.submit(runner.time_task(payload))
         else:
-            emit(payload.index, runner.time_done(payload, outcome))
+            ended(payload, runner.time_done(payload, outcome))
 
 
-def default_jobs(per_job=4 * 1024**3):
+def default_jobs(per_job=4 * 1024**3, cuda=False, threads=2):
     """Memory passes at once: one per CPU, and no more than one per 4 GiB of available
     memory (the largest `small` worker here, TensorFlow's, peaks at about 0.75 GiB
-    resident; `paper` cells are larger)."""
+    resident; `paper` cells are larger). A sweep with CUDA cells: no more than one per
+    `threads` CPUs (each worker's framework threads, on a GPU host's CPUs compiling
+    kernels), and at most CUDA_JOBS (each holds a CUDA context and its pool on the one
+    GPU: the largest recorded CUDA cell, seq2seq_attention paper with Adam, held 5.4 GiB
+    in NVML's figure, so 8 of them fit an 80 GB GPU)."""
     available = None
     try:
         with open("/proc/meminfo", encoding="ascii") as handle:
@@ -106,7 +159,14 @@ def default_jobs(per_job=4 * 1024**3):
     except OSError:
         pass
     by_memory = max(1, available // per_job) if available else 1
-    return max(1, min(os.cpu_count() or 1, by_memory))
+    jobs = max(1, min(os.cpu_count() or 1, by_memory))
+    if cuda:
+        jobs = max(1, min(jobs, (os.cpu_count() or 1) // max(1, threads), CUDA_JOBS))
+    return jobs
+
+
+#: the most CUDA memory passes side by side (default_jobs)
+CUDA_JOBS = 8
 
 
 class PassLog:
