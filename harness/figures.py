@@ -242,3 +242,9 @@ def measured_for_prediction(record):
 
 def mib(value):
     return None if value is None else value / MIB
+
+
+def nvml_method(record):
+    """How NVML answered for a record (or a memory pass's result): per process or for the
+    whole device (harness/measure/nvml.py), or None where it was not read."""
+    return (record.get("device_memory") or {}).get("nvml_method") if isinstance(record, dict) else None

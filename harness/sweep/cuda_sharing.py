@@ -19,6 +19,7 @@ pass's record says how it ran: ``provenance.cuda_concurrency``.
 Time passes are unaffected: they measure alone whatever the device (executor.py).
 """
 
+from harness import figures
 from harness.measure.nvml import PER_PROCESS_METHOD
 
 
@@ -42,8 +43,7 @@ class CudaMemorySharing:
     def learned(self, task, outcome):
         """A CUDA memory pass ended: read what NVML answered; the record's note on how
         the pass ran (provenance.cuda_concurrency)."""
-        figures = (outcome.result or {}).get("device_memory") if outcome.ok else None
-        method = (figures or {}).get("nvml_method")
+        method = figures.nvml_method(outcome.result) if outcome.ok else None
         shared = not task.exclusive
         note = {
             "memory_pass": "beside other passes" if shared else "alone",
