@@ -4,7 +4,9 @@ The figure is the record's `grad_rel_err`: max over parameters of
 ||g - g_ref|| / ||g_ref||, with g_ref from the reference engine in float64. A cell
 is marked `agrees` within TOLERANCE for its dtype (a few hundred ulps of float32 after
 a chain of products; float64 should agree to ~1e-12), `loose` within 100× that, and
-`disagrees` beyond.
+`disagrees` beyond. A CUDA cell that is not `agrees` says why where the record knows:
+the precision its float32 matrix products ran at (--matmul-precision; TF32 tensor cores
+keep 10 bits of mantissa, so errors of 1e-3 are what they compute, not a bug).
 """
 
 from harness import figures
@@ -43,7 +45,9 @@ def render(view):
                 any_value = True
                 dtype = record.get("dtype")
                 kind = verdict(error, dtype)
-                cells.append(f'<td class="grad-{kind}" title="{kind}">{esc(human_error(error))}</td>')
+                why = f"{kind}; {precision_note(record)}" if kind != "agrees" and precision_note(record) else kind
+                cells.append(f'<td class="grad-{kind}" title="{esc(why)}">{esc(human_error(error))}'
+                             f'{" †" if why != kind else ""}</td>')
         rows.append(f'<tr><th class="workload">{esc(workload)}</th>{"".join(cells)}</tr>')
     if not any_value:
         return '<p class="none">No gradient was cross-checked in this view.</p>'
@@ -52,5 +56,19 @@ def render(view):
         '<table class="gradients"><thead><tr><th>relative gradient error</th>'
         f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         f'<p class="legend">max over parameters of ‖g − g_ref‖ / ‖g_ref‖ against the reference '
-        f"engine in float64; agrees ≤ {tolerance:g}, loose ≤ {tolerance * LOOSE_FACTOR:g}.</p>"
+        f"engine in float64; agrees ≤ {tolerance:g}, loose ≤ {tolerance * LOOSE_FACTOR:g}. "
+        "† hover: the matmul precision of a loose CUDA cell.</p>"
     )
+
+
+def precision_note(record):
+    """What the cell's float32 matrix products ran at on a GPU, in words, or "" (CPU, or a
+    record from before gradmem set it: then JAX's default on a GPU is TF32)."""
+    if (record.get("device") or "cpu") == "cpu":
+        return ""
+    set_to = ((record.get("provenance") or {}).get("settings") or {}).get("matmul_precision")
+    if set_to:
+        return f"matmul precision: {set_to}"
+    if record.get("framework") == "jax":
+        return "matmul precision not set: JAX's default on a GPU is TF32 (jax_default_matmul_precision)"
+    return "matmul precision not recorded (the framework's default)"
