@@ -44,6 +44,7 @@ import numpy as np
 
 from harness.engine.saving import Rebuilt, input_rows, save, value
 from harness.engine.tape import Var, defvjp, defvjp_argnum, primitive
+from harness.engine.xp import Fused
 from harness.engine.xp import array_module as xp_of
 from harness.engine.xp import is_array, scatter_add
 
@@ -178,17 +179,20 @@ def div(x, y):
     return xp_of(x, y).true_divide(x, y)
 
 
+def _div_grad_y_numpy(g, o, y, out=None):  # -g * out / y, in one buffer
+    t = xp_of(g).multiply(g, o, out=out)
+    t /= y
+    t *= -1
+    return t
+
+
+_div_grad_y = Fused("div_grad_y", ("g", "o", "y"), "-g * o / y", _div_grad_y_numpy)
+
+
 def _div_vjp_y(out, x, y):
     shape = y.shape
     out, y = save(out, "div: y's gradient -g out / y"), save(y, "div: y's gradient -g out / y")
-
-    def vjp(g, into=None):  # -g * out / y, in one buffer
-        t = xp_of(g).multiply(g, value(out), out=into)
-        t /= value(y)
-        t *= -1
-        return t
-
-    return reuses_g(lambda g, into=None: unbroadcast(vjp(g, into), shape))
+    return reuses_g(lambda g, into=None: unbroadcast(_div_grad_y(g, value(out), value(y), out=into), shape))
 
 
 def _sub_vjp_y(out, x, y):
@@ -247,12 +251,18 @@ def tanh(x):
 @primitive()
 def sigmoid(x):
     # 1/(1+exp(-x)) overflows for x << 0; this identity does not, in one buffer.
-    xp = xp_of(x)
-    y = xp.asarray(xp.multiply(x, 0.5))  # a 0-d operand gives a scalar, not an array
-    xp.tanh(y, out=y)
+    return _sigmoid(x)
+
+
+def _sigmoid_numpy(x, out=None):
+    y = np.asarray(np.multiply(x, 0.5, out=out))  # a 0-d operand gives a scalar, not an array
+    np.tanh(y, out=y)
     y += 1
     y *= 0.5
     return y
+
+
+_sigmoid = Fused("sigmoid", ("x",), "(tanh(x * 0.5) + 1) * 0.5", _sigmoid_numpy)
 
 
 @primitive()
@@ -270,80 +280,90 @@ def cos(x):
     return xp_of(x).cos(x)
 
 
+# Each derivative below is one Fused chain: one kernel on CuPy, the NumPy function
+# (at most one array made) on the CPU.
+
+
+def _sqrt_grad_numpy(g, o, out=None):  # g * 0.5 / out
+    t = np.multiply(g, 0.5, out=out)
+    t /= o
+    return t
+
+
+def _tanh_grad_numpy(g, o, out=None):  # g * (1 - out**2), in one buffer
+    t = writable(o * o)
+    np.subtract(1, t, out=t)
+    t *= g
+    return t
+
+
+def _sigmoid_grad_numpy(g, o, out=None):  # g * out * (1 - out), in one buffer
+    t = writable(1 - o)
+    t *= o
+    t *= g
+    return t
+
+
+def _relu_grad_numpy(g, o, out=None):
+    # The mask is made a slab at a time (a 1-byte-per-element transient for the whole
+    # array otherwise).
+    out = np.empty(g.shape, dtype=g.dtype) if out is None else out
+    for b in slabs(g.shape):
+        np.multiply(g[b], o[b] > 0, out=out[b])
+    return out
+
+
+def _sin_grad_numpy(g, x, out=None):  # g * cos(x)
+    t = writable(np.cos(x))
+    t *= g
+    return t
+
+
+def _cos_grad_numpy(g, x, out=None):  # -g * sin(x)
+    t = writable(np.sin(x))
+    t *= g
+    t *= -1
+    return t
+
+
+_sqrt_grad = Fused("sqrt_grad", ("g", "o"), "g * 0.5 / o", _sqrt_grad_numpy)
+_tanh_grad = Fused("tanh_grad", ("g", "o"), "g * (1 - o * o)", _tanh_grad_numpy)
+_sigmoid_grad = Fused("sigmoid_grad", ("g", "o"), "g * o * (1 - o)", _sigmoid_grad_numpy)
+_relu_grad = Fused("relu_grad", ("g", "o"), "g * (o > 0)", _relu_grad_numpy)  # 0 at the kink, as torch
+_sin_grad = Fused("sin_grad", ("g", "x"), "g * cos(x)", _sin_grad_numpy)
+_cos_grad = Fused("cos_grad", ("g", "x"), "-g * sin(x)", _cos_grad_numpy)
+
+
 def _sqrt_vjp(out, x):
     out = save(out, "sqrt: g / (2 out)")
-
-    def vjp(g, into=None):  # g * 0.5 / out
-        t = xp_of(g).multiply(g, 0.5, out=into)
-        t /= value(out)
-        return t
-
-    return reuses_g(vjp)
+    return reuses_g(lambda g, into=None: _sqrt_grad(g, value(out), out=into))
 
 
 def _tanh_vjp(out, x):
     out = save(out, "tanh: g (1 - out^2)")
-
-    def vjp(g):  # g * (1 - out**2), in one buffer
-        o = value(out)
-        t = writable(o * o)
-        xp_of(t).subtract(1, t, out=t)
-        t *= g
-        return t
-
-    return vjp
+    return lambda g: _tanh_grad(g, value(out))
 
 
 def _sigmoid_vjp(out, x):
     out = save(out, "sigmoid: g out (1 - out)")
-
-    def vjp(g):  # g * out * (1 - out), in one buffer
-        o = value(out)
-        t = 1 - o
-        t *= o
-        t *= g
-        return t
-
-    return vjp
+    return lambda g: _sigmoid_grad(g, value(out))
 
 
 def _relu_vjp(out, x):
-    # g * (out > 0), 0 at the kink like torch. relu saves its output, not a mask: the
-    # output is saved anyway, as the next matmul's input. The mask is made a slab at a
-    # time (a 1-byte-per-element transient for the whole array otherwise).
+    # relu saves its output, not a mask: the output is saved anyway, as the next
+    # matmul's or conv's input (one buffer for both).
     out = save(out, "relu: g (out > 0)")
-
-    def vjp(g, into=None):
-        xp, o = xp_of(g), value(out)
-        into = xp.empty(g.shape, dtype=g.dtype) if into is None else into
-        for b in slabs(g.shape):
-            xp.multiply(g[b], o[b] > 0, out=into[b])
-        return into
-
-    return reuses_g(vjp)
+    return reuses_g(lambda g, into=None: _relu_grad(g, value(out), out=into))
 
 
 def _sin_vjp(out, x):
     x = save(x, "sin: g cos(x)")
-
-    def vjp(g):  # g * cos(x)
-        t = xp_of(g).cos(value(x))
-        t *= g
-        return t
-
-    return vjp
+    return lambda g: _sin_grad(g, value(x))
 
 
 def _cos_vjp(out, x):
     x = save(x, "cos: -g sin(x)")
-
-    def vjp(g):  # -g * sin(x)
-        t = xp_of(g).sin(value(x))
-        t *= g
-        t *= -1
-        return t
-
-    return vjp
+    return lambda g: _cos_grad(g, value(x))
 
 
 defvjp(neg,     lambda out, x: negated)
@@ -659,6 +679,16 @@ def _softmax_vjp(out, x, axis=-1):
     return vjp
 
 
+def _softmax_times_g_numpy(x, lse, g, out=None):
+    p = np.subtract(x, lse, out=out)
+    np.exp(p, out=p)
+    p *= g
+    return p
+
+
+_softmax_times_g = Fused("softmax_times_g", ("x", "lse", "g"), "exp(x - lse) * g", _softmax_times_g_numpy)
+
+
 def _logsumexp_vjp(out, x, axis=-1, keepdims=False):
     # Saves x, not its output: each slab's logsumexp is made again from x (a reduction
     # over rows the slab holds whole), so no (rows, 1) array is kept for the backward.
@@ -669,10 +699,7 @@ def _logsumexp_vjp(out, x, axis=-1, keepdims=False):
         xv, gk = value(x), g.reshape(keep)
 
         def softmax_times_g(b):  # exp(x - logsumexp(x)) * g on the slab b, in one buffer
-            p = xv[b] - _logsumexp_kept(xv[b], axes)
-            xp_of(p).exp(p, out=p)
-            p *= gk[b]
-            return p
+            return _softmax_times_g(xv[b], _logsumexp_kept(xv[b], axes), gk[b])
 
         if add_to is None:
             return softmax_times_g(Ellipsis)
