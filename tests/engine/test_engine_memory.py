@@ -431,3 +431,62 @@ def test_tiny_nerf_keeps_what_its_vjps_need_and_peaks_one_activation_above_it():
     assert traced <= ledger.peak_bytes + A / 4, (traced - ledger.peak_bytes) / A
     # After backward: the loss and the gradients, nothing else.
     assert ledger.live_bytes == value.nbytes + P == value.nbytes + sum(g.nbytes for g in grads.values())
+
+
+# ---- 11. a copy, view or sum of arrays kept anyway costs nothing more (saving.py) ------------
+
+
+def _saved_at_forward_end(f, *args):
+    """(bytes saved at the end of f's forward pass, the ledger, the pending backward)."""
+    ledger = Ledger()
+    loss, backward_fn = vjp(f, *args, ledger=ledger)
+    return ledger.live_bytes - loss.nbytes, ledger, backward_fn
+
+
+def test_a_concatenation_of_saved_arrays_is_kept_as_its_parts():
+    # w's gradient reads concat([h, b]); h = tanh(a) is saved by tanh's VJP and b is the
+    # caller's, so the (N, 5) concatenation is not kept: only h (N, 3).
+    N = 64
+    a, b, w = positive(N, 3), positive(N, 2), positive(5, 4)
+    f = lambda p: ops.sum(ops.matmul(ops.concat([ops.tanh(p["a"]), b], axis=-1), p["w"]))
+    saved, _, _ = _saved_at_forward_end(f, {"a": a, "w": w})
+    assert saved == N * 3 * 4
+
+
+def test_an_upsampled_map_is_kept_as_the_map():
+    # The conv's weight gradient reads the (1, 2, 16, 16) upsampled map; its (1, 2, 8, 8)
+    # source is saved by tanh's VJP, so nothing else is kept: 4x fewer bytes.
+    x, w = positive(1, 2, 8, 8), positive(3, 2, 3, 3)
+    f = lambda p: ops.sum(ops.conv2d(ops.upsample2d(ops.tanh(p["x"]), 2), p["w"], padding=1))
+    saved, _, _ = _saved_at_forward_end(f, {"x": x, "w": w})
+    assert saved == x.nbytes
+
+
+def test_a_gru_difference_is_remade_and_a_gate_slice_kept_compact():
+    # One GRU-like step: n = tanh(gi + r * gh[:, 2H:]), h' = n + z * (h - n). The VJPs
+    # read h (the caller's here), r, z, n (their own outputs) and, for r's gradient,
+    # gh's last third: kept as a compact (B, H) copy, not the (B, 3H) product; h - n
+    # (z's gradient) is remade from h and n. Saved: r, z, n and the slice: 4 B H f.
+    B, H = 8, 16
+    h, U, gi, a, c = positive(B, H), positive(H, 3 * H), positive(B, H), positive(B, H), positive(B, H)
+
+    def step(p):
+        U, a, c = p["U"], p["a"], p["c"]
+        gh = ops.matmul(h, U)
+        r, z = ops.sigmoid(a), ops.sigmoid(c)
+        n = ops.tanh(ops.add(gi, ops.mul(r, ops.getitem(gh, (Ellipsis, slice(2 * H, 3 * H))))))
+        return ops.sum(ops.add(n, ops.mul(z, ops.sub(h, n))))
+
+    saved, ledger, _backward = _saved_at_forward_end(step, {"U": U, "a": a, "c": c})
+    assert saved == 4 * B * H * 4, ledger.live_by_tag()
+    assert ledger.live_by_tag().get("forward:compact") == B * H * 4
+
+
+def test_the_ledger_says_why_each_saved_buffer_is_kept():
+    # h = relu(x @ w1) is read by relu's VJP and by w2's gradient: one buffer, two reasons.
+    x, w1, w2 = positive(16, 8), positive(8, 32), positive(32, 4)
+    f = lambda p: ops.sum(ops.matmul(ops.relu(ops.matmul(x, p["w1"])), p["w2"]))
+    saved, ledger, _backward = _saved_at_forward_end(f, {"w1": w1, "w2": w2})
+    kept = ledger.kept_for()
+    assert [(tag, nbytes) for tag, nbytes, _ in kept] == [("forward:relu", 16 * 32 * 4)] == [(tag, saved) for tag, _, _ in kept]
+    assert sorted(kept[0][2]) == ["matmul: b's gradient a^T g", "relu: g (out > 0)"]
