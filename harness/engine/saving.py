@@ -183,7 +183,7 @@ def _compact(x):
     copy = x.copy()
     ledger = current_ledger()
     if ledger is not None:
-        ledger.track(copy, f"{current_phase()}:compact")
+        ledger.track(copy, f"{current_phase()}:getitem")  # a copy of a slice: the op that sliced
     return copy
 
 
