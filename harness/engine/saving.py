@@ -72,7 +72,7 @@ class Recipe:
 
     def __init__(self, prim, operands, recipes, free, extra, params):
         self.prim = prim
-        self.operands = tuple(weakref.ref(v) if xp.is_array(v) else v for v in operands)
+        self.operands = tuple(_weak(v) if xp.is_array(v) else v for v in operands)
         self.recipes = recipes  # per operand: its Recipe or None
         self.free = free  # per operand: True for a leaf's value (the caller holds it)
         self.extra = extra  # static arguments passed by position (reshape's shape)
@@ -80,7 +80,7 @@ class Recipe:
 
     def resolved(self):
         """The operands as values (None for an array that has been freed)."""
-        return [ref() if type(ref) is weakref.ReferenceType else ref for ref in self.operands]
+        return [ref() if type(ref) in _REF_TYPES else ref for ref in self.operands]
 
     def cost(self, depth=0):
         """Bytes that keeping the operands instead of the output would add."""
@@ -97,11 +97,29 @@ class Recipe:
                 continue
             seen.add(key)
             own = _owner_bytes(value)
-            total += own if recipe is None else builtins_min(own, recipe.cost(depth + 1))
+            total += own if recipe is None else min(own, recipe.cost(depth + 1))
         return total
 
 
-builtins_min = min
+class _NoRef:
+    """Stands for the weak reference an array type cannot give: always dead, so a
+    recipe through such an array is never followed."""
+
+    __slots__ = ()
+
+    def __call__(self):
+        return None
+
+
+_NO_REF = _NoRef()
+_REF_TYPES = (weakref.ReferenceType, _NoRef)
+
+
+def _weak(array):
+    try:
+        return weakref.ref(array)
+    except TypeError:
+        return _NO_REF
 
 
 class Rebuilt:
