@@ -9,6 +9,11 @@ cotangent). So `live_bytes` is what the process actually holds because of the en
 and `peak_bytes` its maximum, which `tracemalloc` can cross-check (NumPy reports its
 buffers to it). Arrays handed in by the caller are not the engine's and are not
 counted, and neither are transients that live only inside one NumPy call.
+
+Each buffer a VJP saves also carries why (`note_saved`, called by `saving.save` with
+the reason the maker gives in the line that saves it): `kept_for()` lists the live
+buffers with their reasons, which at the end of a forward pass is the account of
+every saved byte.
 """
 
 import collections
@@ -28,6 +33,7 @@ class Ledger:
         #: how many times each primitive's VJP ran
         self.vjp_calls = collections.Counter()
         self._live = {}  # address -> (nbytes, tag, weakref to the owning array)
+        self._why = {}  # address -> [why a VJP saves it], for live saved buffers
         #: {tag: live bytes} at the highest point since `watch_peak` (None: not watched)
         self.peak_by_tag = None
         #: {tag: bytes allocated} since `watch_peak` (None: not watched)
@@ -53,6 +59,20 @@ class Ledger:
             self._watched[tag] += base.nbytes
             self.allocated_by_tag[tag] = self.allocated_by_tag.get(tag, 0) + base.nbytes
         self._record(base.nbytes, tag)
+
+    def note_saved(self, array, why):
+        """A VJP keeps `array`'s buffer, because `why` (a tracked buffer only: the
+        caller's arrays are not the engine's)."""
+        address = xp.buffer_address(array)
+        if address in self._live:
+            reasons = self._why.setdefault(address, [])
+            if why not in reasons:
+                reasons.append(why)
+
+    def kept_for(self):
+        """[(tag, nbytes, [why])] of the live buffers some VJP saves, biggest first."""
+        rows = [(tag, nbytes, self._why[address]) for address, (nbytes, tag, _) in self._live.items() if address in self._why]
+        return sorted(rows, key=lambda row: -row[1])
 
     def mark(self, tag):
         """A timeline row that changes nothing: a phase boundary for plots."""
@@ -85,6 +105,7 @@ class Ledger:
 
     def _release(self, address):
         nbytes, tag, _ = self._live.pop(address)
+        self._why.pop(address, None)
         if self._watched is not None:
             self._watched[tag] -= nbytes
         self._record(-nbytes, "free " + tag)

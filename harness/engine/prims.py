@@ -42,7 +42,9 @@ import numbers
 
 import numpy as np
 
+from harness.engine.saving import Rebuilt, input_rows, save, value
 from harness.engine.tape import Var, defvjp, defvjp_argnum, primitive
+from harness.engine.xp import Fused
 from harness.engine.xp import array_module as xp_of
 from harness.engine.xp import is_array, scatter_add
 
@@ -90,8 +92,8 @@ def adds_into(vjp):
 
 
 def times(factor):
-    """The VJP g -> g * factor (a saved array or a scalar)."""
-    return reuses_g(lambda g, into=None: xp_of(g).multiply(g, factor, out=into))
+    """The VJP g -> g * factor (a saved array, remade if saved as a recipe, or a scalar)."""
+    return reuses_g(lambda g, into=None: xp_of(g).multiply(g, value(factor), out=into))
 
 
 def negated(g, into=None):
@@ -157,17 +159,17 @@ class Scatter:
 # ---- elementwise, broadcasting; either operand may be a Python scalar ------------------
 
 
-@primitive(n_arrays=2)
+@primitive(n_arrays=2, remakeable=True)
 def add(x, y):
     return xp_of(x, y).add(x, y)
 
 
-@primitive(n_arrays=2)
+@primitive(n_arrays=2, remakeable=True)
 def sub(x, y):
     return xp_of(x, y).subtract(x, y)
 
 
-@primitive(n_arrays=2)
+@primitive(n_arrays=2, remakeable=True)
 def mul(x, y):
     return xp_of(x, y).multiply(x, y)
 
@@ -177,14 +179,20 @@ def div(x, y):
     return xp_of(x, y).true_divide(x, y)
 
 
-def _div_vjp_y(out, x, y):
-    def vjp(g, into=None):  # -g * out / y, in one buffer
-        t = xp_of(g).multiply(g, out, out=into)
-        t /= y
-        t *= -1
-        return t
+def _div_grad_y_numpy(g, o, y, out=None):  # -g * out / y, in one buffer
+    t = xp_of(g).multiply(g, o, out=out)
+    t /= y
+    t *= -1
+    return t
 
-    return unbroadcast_f(y, reuses_g(vjp))
+
+_div_grad_y = Fused("div_grad_y", ("g", "o", "y"), "-g * o / y", _div_grad_y_numpy)
+
+
+def _div_vjp_y(out, x, y):
+    shape = y.shape
+    out, y = save(out, "div: y's gradient -g out / y"), save(y, "div: y's gradient -g out / y")
+    return reuses_g(lambda g, into=None: unbroadcast(_div_grad_y(g, value(out), value(y), out=into), shape))
 
 
 def _sub_vjp_y(out, x, y):
@@ -202,16 +210,20 @@ defvjp(add, lambda out, x, y: unbroadcast_f(x, lambda g: g),
             lambda out, x, y: unbroadcast_f(y, lambda g: g))  # fmt: skip
 defvjp(sub, lambda out, x, y: unbroadcast_f(x, lambda g: g),
             _sub_vjp_y)  # fmt: skip
-defvjp(mul, lambda out, x, y: unbroadcast_f(x, times(y)),
-            lambda out, x, y: unbroadcast_f(y, times(x)))  # fmt: skip
-defvjp(div, lambda out, x, y: unbroadcast_f(x, reuses_g(lambda g, into=None: xp_of(g).true_divide(g, y, out=into))),
-            _div_vjp_y)  # fmt: skip
+def _div_vjp_x(out, x, y):
+    y = save(y, "div: x's gradient g / y")
+    return unbroadcast_f(x, reuses_g(lambda g, into=None: xp_of(g).true_divide(g, value(y), out=into)))
+
+
+defvjp(mul, lambda out, x, y: unbroadcast_f(x, times(save(y, "mul: x's gradient g y"))),
+            lambda out, x, y: unbroadcast_f(y, times(save(x, "mul: y's gradient g x"))))  # fmt: skip
+defvjp(div, _div_vjp_x, _div_vjp_y)
 
 
 # ---- unary ---------------------------------------------------------------------------
 
 
-@primitive()
+@primitive(remakeable=True)
 def neg(x):
     return xp_of(x).negative(x)
 
@@ -239,12 +251,18 @@ def tanh(x):
 @primitive()
 def sigmoid(x):
     # 1/(1+exp(-x)) overflows for x << 0; this identity does not, in one buffer.
-    xp = xp_of(x)
-    y = xp.asarray(xp.multiply(x, 0.5))  # a 0-d operand gives a scalar, not an array
-    xp.tanh(y, out=y)
+    return _sigmoid(x)
+
+
+def _sigmoid_numpy(x, out=None):
+    y = np.asarray(np.multiply(x, 0.5, out=out))  # a 0-d operand gives a scalar, not an array
+    np.tanh(y, out=y)
     y += 1
     y *= 0.5
     return y
+
+
+_sigmoid = Fused("sigmoid", ("x",), "(tanh(x * 0.5) + 1) * 0.5", _sigmoid_numpy)
 
 
 @primitive()
@@ -262,71 +280,100 @@ def cos(x):
     return xp_of(x).cos(x)
 
 
-def _sqrt_vjp(out, x):
-    def vjp(g, into=None):  # g * 0.5 / out
-        t = xp_of(g).multiply(g, 0.5, out=into)
-        t /= out
-        return t
+# Each derivative below is one Fused chain: one kernel on CuPy, the NumPy function
+# (at most one array made) on the CPU.
 
-    return reuses_g(vjp)
+
+def _sqrt_grad_numpy(g, o, out=None):  # g * 0.5 / out
+    t = np.multiply(g, 0.5, out=out)
+    t /= o
+    return t
+
+
+def _tanh_grad_numpy(g, o, out=None):  # g * (1 - out**2), in one buffer
+    t = writable(o * o)
+    np.subtract(1, t, out=t)
+    t *= g
+    return t
+
+
+def _sigmoid_grad_numpy(g, o, out=None):  # g * out * (1 - out), in one buffer
+    t = writable(1 - o)
+    t *= o
+    t *= g
+    return t
+
+
+def _relu_grad_numpy(g, o, out=None):
+    # The mask is made a slab at a time (a 1-byte-per-element transient for the whole
+    # array otherwise).
+    out = np.empty(g.shape, dtype=g.dtype) if out is None else out
+    for b in slabs(g.shape):
+        np.multiply(g[b], o[b] > 0, out=out[b])
+    return out
+
+
+def _sin_grad_numpy(g, x, out=None):  # g * cos(x)
+    t = writable(np.cos(x))
+    t *= g
+    return t
+
+
+def _cos_grad_numpy(g, x, out=None):  # -g * sin(x)
+    t = writable(np.sin(x))
+    t *= g
+    t *= -1
+    return t
+
+
+_sqrt_grad = Fused("sqrt_grad", ("g", "o"), "g * 0.5 / o", _sqrt_grad_numpy)
+_tanh_grad = Fused("tanh_grad", ("g", "o"), "g * (1 - o * o)", _tanh_grad_numpy)
+_sigmoid_grad = Fused("sigmoid_grad", ("g", "o"), "g * o * (1 - o)", _sigmoid_grad_numpy)
+_relu_grad = Fused("relu_grad", ("g", "o"), "g * (o > 0)", _relu_grad_numpy)  # 0 at the kink, as torch
+_sin_grad = Fused("sin_grad", ("g", "x"), "g * cos(x)", _sin_grad_numpy)
+_cos_grad = Fused("cos_grad", ("g", "x"), "-g * sin(x)", _cos_grad_numpy)
+
+
+def _sqrt_vjp(out, x):
+    out = save(out, "sqrt: g / (2 out)")
+    return reuses_g(lambda g, into=None: _sqrt_grad(g, value(out), out=into))
 
 
 def _tanh_vjp(out, x):
-    def vjp(g):  # g * (1 - out**2), in one buffer
-        t = writable(out * out)
-        xp_of(t).subtract(1, t, out=t)
-        t *= g
-        return t
-
-    return vjp
+    out = save(out, "tanh: g (1 - out^2)")
+    return lambda g: _tanh_grad(g, value(out))
 
 
 def _sigmoid_vjp(out, x):
-    def vjp(g):  # g * out * (1 - out), in one buffer
-        t = 1 - out
-        t *= out
-        t *= g
-        return t
-
-    return vjp
+    out = save(out, "sigmoid: g out (1 - out)")
+    return lambda g: _sigmoid_grad(g, value(out))
 
 
 def _relu_vjp(out, x):
-    # g * (out > 0), 0 at the kink like torch. relu saves its output, not a mask: the
-    # output is saved anyway, as the next matmul's input. The mask is made a slab at a
-    # time (a 1-byte-per-element transient for the whole array otherwise).
-    def vjp(g, into=None):
-        xp = xp_of(g)
-        into = xp.empty(g.shape, dtype=g.dtype) if into is None else into
-        for b in slabs(g.shape):
-            xp.multiply(g[b], out[b] > 0, out=into[b])
-        return into
-
-    return reuses_g(vjp)
+    # relu saves its output, not a mask: the output is saved anyway, as the next
+    # matmul's or conv's input (one buffer for both).
+    out = save(out, "relu: g (out > 0)")
+    return reuses_g(lambda g, into=None: _relu_grad(g, value(out), out=into))
 
 
 def _sin_vjp(out, x):
-    def vjp(g):  # g * cos(x)
-        t = xp_of(x).cos(x)
-        t *= g
-        return t
-
-    return vjp
+    x = save(x, "sin: g cos(x)")
+    return lambda g: _sin_grad(g, value(x))
 
 
 def _cos_vjp(out, x):
-    def vjp(g):  # -g * sin(x)
-        t = xp_of(x).sin(x)
-        t *= g
-        t *= -1
-        return t
-
-    return vjp
+    x = save(x, "cos: -g sin(x)")
+    return lambda g: _cos_grad(g, value(x))
 
 
 defvjp(neg,     lambda out, x: negated)
-defvjp(exp,     lambda out, x: times(out))
-defvjp(log,     lambda out, x: reuses_g(lambda g, into=None: xp_of(g).true_divide(g, x, out=into)))
+def _log_vjp(out, x):
+    x = save(x, "log: g / x")
+    return reuses_g(lambda g, into=None: xp_of(g).true_divide(g, value(x), out=into))
+
+
+defvjp(exp,     lambda out, x: times(save(out, "exp: g out")))
+defvjp(log,     _log_vjp)
 defvjp(sqrt,    _sqrt_vjp)
 defvjp(tanh,    _tanh_vjp)
 defvjp(sigmoid, _sigmoid_vjp)
@@ -349,19 +396,34 @@ def matmul(a, b):
 
 def _matmul_vjp_a(out, a, b):
     a_shape = a.shape
-    return adds_into(lambda g, add_to=None: product_cotangent(g, b.swapaxes(-1, -2), a_shape, add_to))
+    b = save(b, "matmul: a's gradient g b^T")
+    return adds_into(lambda g, add_to=None: product_cotangent(g, value(b).swapaxes(-1, -2), a_shape, add_to))
 
 
 def _matmul_vjp_b(out, a, b):
     b_shape = b.shape
-    if b.ndim == 2 and a.ndim > 2:
-        # A 2-D weight under batched activations: fold the batch into the contraction,
-        # one (k, n) result instead of a (batch, k, n) one summed afterwards.
-        k = a.shape[-1]
-        return adds_into(
-            lambda g, add_to=None: product_cotangent(a.reshape(-1, k).T, g.reshape(-1, g.shape[-1]), b_shape, add_to)
-        )
-    return adds_into(lambda g, add_to=None: product_cotangent(a.swapaxes(-1, -2), g, b_shape, add_to))
+    a = save(a, "matmul: b's gradient a^T g")
+    if b.ndim == 2:
+        # A 2-D weight: fold a's batch into the contraction, one (k, n) result instead
+        # of a (batch, k, n) one summed afterwards; a concatenation along k makes its
+        # rows of the gradient part by part, never remade whole.
+        def vjp(g, add_to=None):
+            g = g.reshape(-1, g.shape[-1])
+            parts = a.parts(-1) if type(a) is Rebuilt else None
+            if parts is None:
+                av = value(a)
+                return product_cotangent(av.reshape(-1, av.shape[-1]).T, g, b_shape, add_to)
+            grad = xp_of(g).empty(b_shape, dtype=g.dtype) if add_to is None else add_to
+            for start, stop, part in parts:
+                rows = value(part).reshape(-1, stop - start).T
+                if add_to is None:
+                    xp_of(g).matmul(rows, g, out=grad[start:stop])
+                else:
+                    add_matmul(grad[start:stop], rows, g)
+            return grad
+
+        return adds_into(vjp)
+    return adds_into(lambda g, add_to=None: product_cotangent(value(a).swapaxes(-1, -2), g, b_shape, add_to))
 
 
 def product_cotangent(left, right, shape, add_to):
@@ -427,9 +489,10 @@ def _mean_vjp(out, x, axis=None, keepdims=False):
 
 def _max_vjp(out, x, axis=None, keepdims=False):
     keep, axes = kept_shape(x.shape, axis), normalize_axes(axis, x.ndim)
+    x, out = save(x, "max: where x == max"), save(out, "max: where x == max")
 
     def vjp(g):
-        chosen = x == out.reshape(keep)  # ties share the gradient, as torch.amax, jax
+        chosen = value(x) == value(out).reshape(keep)  # ties share the gradient, as torch.amax, jax
         count = chosen.sum(axis=axes, keepdims=True, dtype=g.dtype)
         return chosen * (g.reshape(keep) / count)
 
@@ -444,22 +507,22 @@ defvjp(max, _max_vjp)
 # ---- shape -----------------------------------------------------------------------------
 
 
-@primitive(structural=True)
+@primitive(structural=True, remakeable=True)
 def reshape(x, shape):
     return x.reshape(shape)
 
 
-@primitive(structural=True)
+@primitive(structural=True, remakeable=True)
 def permute_dims(x, axes):
     return x.transpose(axes)
 
 
-@primitive(n_arrays=None, structural=True)
+@primitive(n_arrays=None, structural=True, remakeable=True)
 def _concat(*xs, axis=0):
     return xp_of(*xs).concatenate(xs, axis=axis)
 
 
-@primitive(n_arrays=None, structural=True)
+@primitive(n_arrays=None, structural=True, remakeable=True)
 def _stack(*xs, axis=0):
     return xp_of(*xs).stack(xs, axis=axis)
 
@@ -474,7 +537,7 @@ def stack(xs, axis=0):
     return _stack(*xs, axis=axis)
 
 
-@primitive(structural=True)
+@primitive(structural=True, remakeable=True)
 def getitem(x, key):
     for k in key if isinstance(key, tuple) else (key,):
         if not _is_basic_index(k):
@@ -547,11 +610,12 @@ def where(cond, x, y):
 
 def _take_vjp(out, x, indices, axis=0):
     shape, dtype = x.shape, x.dtype
-    index = (slice(None),) * (axis % x.ndim) + (xp_of(x).asarray(indices),)
+    index = (slice(None),) * (axis % x.ndim) + (save(xp_of(x).asarray(indices), "take: where g scatters to"),)
     return lambda g: Scatter(shape, dtype, index, g, repeated=True)
 
 
 def _where_vjp(argnum, out, cond, x, y):
+    cond = save(cond, "where: which side g goes to")
     if argnum == 1:
         return unbroadcast_f(x, lambda g: xp_of(g).where(cond, g, _zero(g)))
     return unbroadcast_f(y, lambda g: xp_of(g).where(cond, _zero(g), g))
@@ -579,13 +643,18 @@ def softmax(x, axis=-1):
 
 @primitive()
 def logsumexp(x, axis=-1, keepdims=False):
+    out = _logsumexp_kept(x, axis)
+    return out if keepdims else out.reshape(_reduced_shape(x.shape, axis))
+
+
+def _logsumexp_kept(x, axis):
     xp = xp_of(x)
     m = _finite_max(x, axis)
     e = x - m
     xp.exp(e, out=e)
     out = xp.log(e.sum(axis=axis, keepdims=True))
     out += m
-    return out if keepdims else out.reshape(_reduced_shape(x.shape, axis))
+    return out
 
 
 def _reduced_shape(shape, axis):
@@ -601,24 +670,40 @@ def _finite_max(x, axis):
 
 
 def _softmax_vjp(out, x, axis=-1):
-    return lambda g: out * (g - (g * out).sum(axis=axis, keepdims=True))
+    out = save(out, "softmax: out (g - <g, out>)")
+
+    def vjp(g):
+        o = value(out)
+        return o * (g - (g * o).sum(axis=axis, keepdims=True))
+
+    return vjp
+
+
+def _softmax_times_g_numpy(x, lse, g, out=None):
+    p = np.subtract(x, lse, out=out)
+    np.exp(p, out=p)
+    p *= g
+    return p
+
+
+_softmax_times_g = Fused("softmax_times_g", ("x", "lse", "g"), "exp(x - lse) * g", _softmax_times_g_numpy)
 
 
 def _logsumexp_vjp(out, x, axis=-1, keepdims=False):
-    keep, axes = kept_shape(x.shape, axis), normalize_axes(axis, x.ndim)
+    # Saves x, not its output: each slab's logsumexp is made again from x (a reduction
+    # over rows the slab holds whole), so no (rows, 1) array is kept for the backward.
+    keep, axes, shape = kept_shape(x.shape, axis), normalize_axes(axis, x.ndim), x.shape
+    x = save(x, "logsumexp: g exp(x - logsumexp(x))")
 
     def vjp(g, add_to=None):
-        lse, gk = out.reshape(keep), g.reshape(keep)
+        xv, gk = value(x), g.reshape(keep)
 
         def softmax_times_g(b):  # exp(x - logsumexp(x)) * g on the slab b, in one buffer
-            p = x[b] - lse[b]
-            xp_of(p).exp(p, out=p)
-            p *= gk[b]
-            return p
+            return _softmax_times_g(xv[b], _logsumexp_kept(xv[b], axes), gk[b])
 
         if add_to is None:
             return softmax_times_g(Ellipsis)
-        for b in slabs(x.shape, axes):
+        for b in slabs(shape, axes):
             add_to[b] += softmax_times_g(b)
         return add_to
 
@@ -675,17 +760,18 @@ def _row_slabs(ho):
     return [slice(y, builtins.min(y + step, ho)) for y in range(0, ho, step)]
 
 
-def _input_rows(x, rows, stride, padding, kh):
+def _input_rows(x, rows, stride, padding, kh, xp=None):
     """The padded input rows the output `rows` read, flattened: (n, c, (count + kh) * wp),
     a fresh array. count = the stride-1 rows from the slab's first output row to its
     last; kh - 1 rows of halo below them and one spare row, which holds the last
     window's overrun (at most kw - 1 pixels). Also count and wp."""
     n, c, h, wd = x.shape
     first, count, wp = stride * rows.start, stride * (rows.stop - 1 - rows.start) + 1, wd + 2 * padding
-    xs = xp_of(x).zeros((n, c, count + kh, wp), dtype=x.dtype)
+    xs = (xp or xp_of(x)).zeros((n, c, count + kh, wp), dtype=x.dtype)
     lo, hi = builtins.max(first - padding, 0), builtins.min(first + count + kh - padding, h)  # inside x
     if lo < hi:
-        xs[:, :, lo + padding - first : hi + padding - first, padding : padding + wd] = x[:, :, lo:hi]
+        # x may be a saved recipe (a concatenation, an upsampled map): remade a slab at a time
+        xs[:, :, lo + padding - first : hi + padding - first, padding : padding + wd] = input_rows(x, lo, hi)
     return xs.reshape(n, c, -1), count, wp
 
 
@@ -711,9 +797,11 @@ def _widen(g, stride, count, wp):
 
 def _conv2d_vjp_x(out, x, w, stride=1, padding=0):
     x_shape = x.shape
+    w = save(w, "conv2d: x's gradient, the transposed conv of g with w")
 
     def vjp(g):  # the transposed convolution: each offset adds w_ij^T g back where it read
-        (n, c, h, wd), (_, _, kh, kw), p = x_shape, w.shape, padding
+        wv = value(w)
+        (n, c, h, wd), (_, _, kh, kw), p = x_shape, wv.shape, padding
         wp = wd + 2 * p
         dpad = xp_of(g).zeros((n, c, h + 2 * p + 1, wp), dtype=g.dtype)  # a spare row for the overrun
         dflat = dpad.reshape(n, c, -1)
@@ -723,7 +811,7 @@ def _conv2d_vjp_x(out, x, w, stride=1, padding=0):
             at = dflat[..., stride * rows.start * wp :]  # the slab's first padded input row on
             for i in range(kh):
                 for j in range(kw):
-                    _window(at, i, j, count, wp)[...] += w[:, :, i, j].T @ g_wide
+                    _window(at, i, j, count, wp)[...] += wv[:, :, i, j].T @ g_wide
         return dpad[:, :, p : p + h, p : p + wd]
 
     return vjp
@@ -731,12 +819,13 @@ def _conv2d_vjp_x(out, x, w, stride=1, padding=0):
 
 def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
     w_shape = w.shape
+    x = save(x, "conv2d: w's gradient, g correlated with x")
 
     def vjp(g):  # dw_ij = sum over batch and pixels of g (o, pixels) @ window_ij^T (pixels, c)
         _, _, kh, kw = w_shape
         dw = xp_of(g).zeros(w_shape, dtype=g.dtype)
         for rows in _row_slabs(g.shape[2]):
-            xs, count, wp = _input_rows(x, rows, stride, padding, kh)
+            xs, count, wp = _input_rows(x, rows, stride, padding, kh, xp_of(g))
             g_wide = _widen(g[:, :, rows], stride, count, wp)
             for i in range(kh):
                 for j in range(kw):
@@ -754,7 +843,7 @@ def max_pool2d(x, size=2):
     return _pool_blocks(x, size).max(axis=(3, 5))
 
 
-@primitive()
+@primitive(remakeable=True)
 def upsample2d(x, scale=2):
     n, c, h, w = _nchw(x, scale)
     tiled = xp_of(x).broadcast_to(x[:, :, :, None, :, None], (n, c, h, scale, w, scale))
@@ -779,7 +868,11 @@ def _pool_blocks(x, size):
 
 
 def _max_pool2d_vjp(out, x, size=2):
+    x_saved = save(x, "max_pool2d: each window's first maximum (x == out)")
+    out_saved = save(out, "max_pool2d: each window's first maximum (x == out)")
+
     def vjp(g):
+        x, out = value(x_saved), value(out_saved)
         # Each window's gradient goes to its first maximum in row-major order (as
         # torch's argmax): walk the size*size positions of the windows in that order,
         # each a strided view of x and dx, and hand g to the windows whose maximum sits

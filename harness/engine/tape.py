@@ -24,7 +24,7 @@ import itertools
 
 import numpy as np
 
-from harness.engine import xp
+from harness.engine import saving, xp
 
 _sequence = itertools.count()
 
@@ -65,6 +65,10 @@ def current_ledger():
 
 def current_order():
     return _traces[-1][2] if _traces else "heap"
+
+
+def current_phase():
+    return _traces[-1][1] if _traces else "forward"
 
 
 class Node:
@@ -110,12 +114,13 @@ class Var:
     and dropping the gradient.
     """
 
-    __slots__ = ("value", "node")
+    __slots__ = ("value", "node", "recipe")
     __array_ufunc__ = None  # prims.py replaces it: ndarray + Var -> ops.add
 
-    def __init__(self, value, node):
+    def __init__(self, value, node, recipe=None):
         self.value = value
         self.node = node
+        self.recipe = recipe  # how a cheap prim made it (saving.Recipe), or None
 
     shape = property(lambda self: self.value.shape)
     dtype = property(lambda self: self.value.dtype)
@@ -146,15 +151,19 @@ class Prim:
     `nondiff` (take's indices, where's condition) are never differentiated. Operands
     of math prims must be floating arrays (or Python scalars, which never change the
     dtype); `structural` prims (reshape, concat...) accept any real dtype.
+    `remakeable` prims (copies, views, cheap elementwise arithmetic) give their traced
+    outputs a recipe, so that a VJP saving one may keep its operands instead
+    (saving.py).
     """
 
-    def __init__(self, forward, n_arrays=1, nondiff=(), structural=False):
+    def __init__(self, forward, n_arrays=1, nondiff=(), structural=False, remakeable=False):
         functools.update_wrapper(self, forward)
         self.name = forward.__name__.lstrip("_")
         self.forward = forward
         self.n_arrays = n_arrays
         self.nondiff = frozenset(nondiff)
         self.structural = structural
+        self.remakeable = remakeable
         self.make_vjp = None  # (argnum, out, *args, **params) -> (g -> cotangent)
 
     def __call__(self, *args, **params):
@@ -164,9 +173,9 @@ class Prim:
         return f"<primitive {self.name}>"
 
 
-def primitive(n_arrays=1, nondiff=(), structural=False):
+def primitive(n_arrays=1, nondiff=(), structural=False, remakeable=False):
     """Decorator: turn a forward function on raw arrays into a traced primitive."""
-    return lambda forward: Prim(forward, n_arrays, nondiff, structural)
+    return lambda forward: Prim(forward, n_arrays, nondiff, structural, remakeable)
 
 
 def defvjp(prim, *makers):
@@ -185,6 +194,7 @@ def apply(prim, args, params):
     n = len(args) if prim.n_arrays is None else min(prim.n_arrays, len(args))
     values = list(args)
     parents = None
+    recipes = None  # id(operand value) -> its Recipe, for the makers' `save`
     for i in range(n):
         arg = args[i]
         if type(arg) is Var:
@@ -194,6 +204,9 @@ def apply(prim, args, params):
             if parents is None:
                 parents = [None] * n
             parents[i] = arg.node
+            if arg.recipe is not None:
+                recipes = recipes or {}
+                recipes[id(arg.value)] = arg.recipe
         elif isinstance(arg, np.generic):
             # A NumPy scalar is strongly typed under NEP 50 (np.float64(2) * float32
             # array is float64); as a Python scalar it is weak and keeps the dtype.
@@ -206,7 +219,17 @@ def apply(prim, args, params):
     if parents is None or out.dtype.kind != "f":
         return out
     make = _node_makers[-1] if _node_makers else make_node
-    return Var(out, make(prim, values, params, tuple(parents), out))
+    if recipes is None:
+        node = make(prim, values, params, tuple(parents), out)
+    else:
+        with saving.showing_recipes(recipes):
+            node = make(prim, values, params, tuple(parents), out)
+    recipe = None
+    if prim.remakeable:
+        operand_recipes = [arg.recipe if type(arg) is Var else None for arg in args[:n]]
+        free = [type(arg) is Var and isinstance(arg.node, Leaf) for arg in args[:n]]
+        recipe = saving.Recipe(prim, values[:n], operand_recipes, free, tuple(values[n:]), params)
+    return Var(out, node, recipe)
 
 
 def make_node(prim, values, params, parents, out):

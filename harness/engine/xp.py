@@ -69,3 +69,39 @@ def scatter_add(target, index, values):
         cupyx.scatter_add(target, index, values)
     else:
         np.add.at(target, index, values)
+
+
+class Fused:
+    """An elementwise chain that is one kernel launch on CuPy and NumPy's in-place
+    sequence on the CPU.
+
+    On a GPU every NumPy-style op is a launch of its own (tanh's VJP ``t = out * out;
+    t = 1 - t; t *= g`` is three, plus a temporary each): the step's time is mostly
+    launches. `expr` is the chain as one expression over `names`, in the syntax C and
+    Python share (``*``, ``+``, ``-``, ``/``, comparisons, ``exp``/``tanh``/``sin``/
+    ``cos``/``log``), compiled once per process into a ``cupy.ElementwiseKernel``
+    (float32 or float64 alike; broadcasting as NumPy's). On NumPy arrays `numpy` runs
+    instead, ``numpy(*arrays, out=None)``, written to make at most one array; the tests
+    evaluate `expr` with NumPy's functions against it, so the kernel's text is checked
+    on machines without a GPU.
+    """
+
+    def __init__(self, name, names, expr, numpy):
+        self.name, self.names, self.expr, self.numpy = name, names, expr, numpy
+        self._kernel = None
+
+    def __call__(self, *arrays, out=None):
+        if not is_cupy(arrays[0]):
+            return self.numpy(*arrays, out=out)
+        if self._kernel is None:
+            import cupy
+
+            params = ", ".join(f"T {n}" for n in self.names)
+            self._kernel = cupy.ElementwiseKernel(params, "T y", f"y = {self.expr};", f"gradmem_{self.name}")
+        return self._kernel(*arrays) if out is None else self._kernel(*arrays, out)
+
+    def reference(self, *arrays):
+        """`expr` evaluated with NumPy (the kernel's arithmetic, for the tests)."""
+        scope = {n: getattr(np, n) for n in ("exp", "tanh", "sin", "cos", "log", "sqrt")}
+        scope.update(zip(self.names, arrays))
+        return eval(self.expr, {"__builtins__": {}}, scope)  # the expression is ours, not input

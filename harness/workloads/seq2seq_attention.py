@@ -125,18 +125,21 @@ def loss(ops, params, inputs, cfg):
 def bound_bytes(cfg, dtype):
     # What the VJPs need, all live at the end of the forward pass (one count per tensor):
     # - encoder: the embedded source (Ts*B, E), input of the matmul with enc_W; per
-    #   step the state h_t (B, H) (next step's recurrent matmul input, attention value)
-    #   and the three gates r, z, n (B, H) each, which the GRU's VJP needs (whether as
-    #   activations or as same-sized pre-activations);
+    #   step the state h_t (B, H) (next step's recurrent matmul input, attention value),
+    #   the three gates r, z, n (B, H) each, which the GRU's VJP needs (whether as
+    #   activations or as same-sized pre-activations), and the recurrent part of n's
+    #   pre-activation, gh_n = (h U)[2H:3H]: n = tanh(gi_n + r * gh_n), so r's gradient
+    #   is dn (1 - n^2) gh_n, and gh_n cannot be had from r, z, n and h (torch's fused
+    #   GRU cell keeps it in its workspace too): 5 B H per step;
     # - decoder, per step: the matmul input [y_t, context_t] (B, E + H), the tanh
     #   energies (B, Ts, A) (tanh's VJP and att_v's gradient), the attention weights
-    #   (B, Ts) (softmax's VJP and the context's), the state and three gates (4 B H);
+    #   (B, Ts) (softmax's VJP and the context's), the state, three gates and gh_n (5 B H);
     # - the logits (Tt*B, V): log-softmax's VJP needs them (softmax = exp(logits - lse)).
     # Left out: the attention keys (only added to), the stacked copies of the states,
     # anything (B,)-sized or smaller. Every term has one factor B: per sentence pair,
     # the same sum with B = 1.
     c = cfg
     E, H, A, V, B, Ts, Tt = (c[k] for k in ("E", "H", "A", "V", "B", "T_src", "T_tgt"))
-    encoder = Ts * B * E + Ts * 4 * B * H
-    decoder = Tt * (B * (E + H) + B * Ts * A + B * Ts + 4 * B * H)
+    encoder = Ts * B * E + Ts * 5 * B * H
+    decoder = Tt * (B * (E + H) + B * Ts * A + B * Ts + 5 * B * H)
     return (encoder + decoder + Tt * B * V) * itemsize(dtype)

@@ -84,10 +84,11 @@ def loss(ops, params, inputs, cfg):
 
 def bound_bytes(cfg, dtype):
     # What the VJPs of a store-everything pass read, per sequence (T tokens, width D):
-    # - the second layer norm: the centred xc (mul(xc, xc)'s and mul(xc, inv)'s VJPs),
-    #   the normalised n (mul(n, g)'s, for g's gradient), and per token sqrt's output
-    #   and 1 / it (div's VJP): 2 T D + 2 T; its output a (T, D), read by w1's gradient:
-    #   T D;
+    # - the second layer norm: the centred xc (mul(xc, xc)'s and mul(xc, inv)'s VJPs)
+    #   and per token sqrt's output and 1 / it (div's VJP): T D + 2 T; the normalised
+    #   n = xc * inv, which mul(n, g)'s VJP reads for g's gradient, is a product of
+    #   those two, so it costs nothing more; its output a (T, D), read by w1's
+    #   gradient: T D;
     # - the first layer norm: x is an input, not a variable, so its mean, centring and
     #   scale are constants of the gradient: only n (g's gradient) and the output a
     #   (wq, wk, wv's gradients) are read: 2 T D;
@@ -99,5 +100,5 @@ def bound_bytes(cfg, dtype):
     # x, the params and the (T, D) outputs no VJP reads (q k^T before scaling, the
     # residual sums, a @ w1 before relu) are not kept. Every term has one factor of B.
     B, T, D, H, F = cfg["B"], cfg["T"], cfg["D"], cfg["H"], cfg["F"]
-    per_sequence = 10 * T * D + 2 * T + H * T * T + T * F
+    per_sequence = 9 * T * D + 2 * T + H * T * T + T * F
     return B * per_sequence * itemsize(dtype)

@@ -126,6 +126,29 @@ for scale in [1, 2, 3]:
 for axis in [0, 1, -1]:
     case(f"cumsum_axis{axis}", lambda ops, x, a=axis: ops.cumsum(x, a), normal(3, 4))
 
+# ---- saved as recipes (saving.py): a copy, view or sum of arrays that cost nothing to
+# keep (leaves here, or saved by another VJP) is kept as them and remade by the VJP
+# reading it; a slice of a buffer nothing keeps is kept as a compact copy ------------------
+case("remade_concat_into_matmul", lambda ops, a, b, w: ops.matmul(ops.concat([ops.tanh(a), b], axis=-1), w),
+     normal(5, 3), normal(5, 2), normal(5, 4))  # fmt: skip  (w's gradient part by part)
+case("remade_concat_into_batched_matmul", lambda ops, a, b, w: ops.matmul(ops.concat([a, ops.sin(b)], axis=-1), w),
+     normal(2, 3, 3), normal(2, 3, 2), normal(5, 4))  # fmt: skip
+case("remade_concat_into_conv2d", lambda ops, a, b, w: ops.conv2d(ops.concat([ops.relu(a), b], axis=1), w, padding=1),
+     away_from_zero(2, 2, 5, 4), normal(2, 1, 5, 4), normal(3, 3, 3, 3))  # fmt: skip  (w's gradient slab by slab)
+for stride, padding in [(1, 1), (2, 0), (2, 1)]:
+    case(f"remade_upsample_into_conv2d_s{stride}_p{padding}",
+         lambda ops, a, w, s=stride, p=padding: ops.conv2d(ops.upsample2d(ops.tanh(a), 2), w, stride=s, padding=p),
+         normal(2, 2, 3, 4), normal(3, 2, 3, 3))  # fmt: skip
+case("remade_difference_into_mul", lambda ops, h, x, z: ops.mul(z, ops.sub(h, ops.tanh(x))),
+     normal(3, 4), normal(3, 4), normal(3, 4))  # fmt: skip  (z's gradient remakes h - n)
+case("remade_nested_into_mul", lambda ops, a, b, c: ops.mul(ops.reshape(ops.mul(ops.sub(1.0, ops.exp(a)), b), (6,)), c),
+     normal(2, 3), normal(2, 3), normal(6))  # fmt: skip
+case("remade_stack_into_matmul", lambda ops, a, b, w: ops.matmul(ops.stack([ops.tanh(a), ops.tanh(b)], axis=1), w),
+     normal(3, 4), normal(3, 4), normal(4, 2))  # fmt: skip
+case("compact_slice_into_mul", lambda ops, a, w, r: ops.mul(r, ops.getitem(ops.matmul(a, w), (Ellipsis, slice(4, 6)))),
+     normal(3, 4), normal(4, 6), normal(3, 2))  # fmt: skip
+case("logsumexp_into_sub", lambda ops, x: ops.sub(x, ops.logsumexp(x, axis=1, keepdims=True)), normal(2, 5, 3))
+
 # ---- segments: checkpoint and chain (plain under the default plan; test_remat.py runs
 # these same cases under every remat plan) ----------------------------------------------
 case("checkpoint_two_args", lambda ops, a, b: ops.checkpoint(lambda u, v: ops.tanh(ops.matmul(u, v)), a, b),
