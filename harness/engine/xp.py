@@ -71,6 +71,10 @@ def scatter_add(target, index, values):
         np.add.at(target, index, values)
 
 
+#: the name of a Fused kernel's output parameter in its CUDA source
+OUTPUT = "fused_out"
+
+
 class Fused:
     """An elementwise chain that is one kernel launch on CuPy and NumPy's in-place
     sequence on the CPU.
@@ -97,7 +101,9 @@ class Fused:
             import cupy
 
             params = ", ".join(f"T {n}" for n in self.names)
-            self._kernel = cupy.ElementwiseKernel(params, "T y", f"y = {self.expr};", f"gradmem_{self.name}")
+            # the output's name must differ from every input's (div's VJP reads an input "y")
+            self._kernel = cupy.ElementwiseKernel(params, f"T {OUTPUT}", f"{OUTPUT} = {self.expr};",
+                                                  f"gradmem_{self.name}")
         return self._kernel(*arrays) if out is None else self._kernel(*arrays, out)
 
     def reference(self, *arrays):

@@ -55,3 +55,12 @@ def test_a_cupy_array_goes_to_the_kernel_not_numpy():
     fake = type("ndarray", (), {"__module__": "cupy._core.core"})()
     assert fused(fake) == "done" and fused(fake, out=fake) == "done"
     assert calls == [("kernel", 1), ("kernel", 2)]
+
+
+def test_no_fused_kernel_names_an_input_as_its_output():
+    # CuPy declares inputs and the output as parameters of one CUDA function: a shared
+    # name does not compile (div's VJP once read an input "y" and wrote "y")
+    from harness.engine import prims, xp
+
+    kernels = [value for value in vars(prims).values() if isinstance(value, xp.Fused)]
+    assert kernels and all(xp.OUTPUT not in kernel.names for kernel in kernels)
