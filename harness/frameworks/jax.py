@@ -323,10 +323,14 @@ class JaxCudaProbe:
         return self._stats().get("peak_bytes_in_use", 0)
 
     def reserved_bytes(self):
-        return self._stats().get("bytes_reserved")
+        return self._stats().get("pool_bytes")
 
     def peak_reserved_bytes(self):
-        return self._stats().get("peak_bytes_reserved")
+        # What the BFC allocator holds from the device: its pool, which only grows, so
+        # the pool at a phase's end is its highest during it. ("bytes_reserved" is the
+        # preallocated region: 0 with XLA_PYTHON_CLIENT_PREALLOCATE=false, as on the
+        # H200 run; a jaxlib without "pool_bytes" gives no reserved figure.)
+        return self._stats().get("pool_bytes")
 
 
 def _cuda_device_or_raise(jax):
