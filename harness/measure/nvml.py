@@ -10,8 +10,9 @@ In containers NVML reports host PIDs, so this process's PID may not appear; the
 sampler then falls back to the device's total used memory minus what was used when it
 started, and says so in `method`.
 
-Not run on a GPU as of 2026-11-25 (the development machine has none: docs/gpu.md lists
-what the first GPU run checks). Without the NVML library or a device, `start()` records why and every figure is None.
+On the H200 runs (results/gpu/) NVML answered per process in every record
+(`nvmlDeviceGetComputeRunningProcesses (this process)`). Without the NVML library or a
+device, `start()` records why and every figure is None.
 """
 
 import os

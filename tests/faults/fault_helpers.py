@@ -4,6 +4,7 @@ this sweep made, even with other sweeps running on the machine."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +19,21 @@ INSTANT = ["--framework", "reference", "--size", "tiny", "--mode", "compiled"]
 ONE_OF_EACH = ["--workload", "chained_dot", "--framework", "reference", "--size", "tiny", "--mode", "compiled,eager"]
 
 
+def signals_as_from_a_terminal(then=None):
+    """A preexec_fn: the child starts with SIGINT, SIGHUP and SIGTERM at their default
+    dispositions, as a command typed at a terminal does. A suite started as
+    `nohup make test &` hands its children SIGHUP and SIGINT ignored, and a sweep rightly
+    keeps an ignored signal ignored, so the signal tests set what they rely on."""
+
+    def reset():
+        for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+        if then is not None:
+            then()
+
+    return reset
+
+
 class Sweep:
     def __init__(self, tmp_path, *args, env=None, name="r.jsonl", out_dir=None, wrap=(), preexec_fn=None):
         """Start `python -m harness run ARGS --out (out_dir or tmp_path)/name`, under
@@ -28,7 +44,8 @@ class Sweep:
         environ = {**os.environ, "TMPDIR": str(self.scratch), **(env or {})}
         self.proc = subprocess.Popen(
             [*wrap, *RUN, *args, "--out", str(self.out)], cwd=PROJECT, env=environ,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=signals_as_from_a_terminal(preexec_fn),
         )
 
     def finish(self, timeout=120):
@@ -56,7 +73,7 @@ class Check:
         environ = {**os.environ, "TMPDIR": str(self.scratch), **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "harness", "check", *args], cwd=PROJECT, env=environ,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=signals_as_from_a_terminal(),
         )
 
     finish = Sweep.finish
