@@ -15,7 +15,7 @@ order); the last record of a cell in a file wins (as on the report page).
 import argparse
 import sys
 
-from harness import results
+from harness import figures, results
 
 MIB = 2**20
 CELL = ("workload", "framework", "mode", "size", "dtype", "device", "optimizer", "remat", "order")
@@ -41,9 +41,9 @@ def table(path):
         b, m = r["breakdown_bytes"], r["breakdown_method"]
         detail = r.get("retained_detail_bytes") or {}
         how = m["saved_activations"].split(":")[0] if b["saved_activations"] is not None else m["saved_activations"]
-        print(f"| {r['workload']} | {r['framework']} | {r['optimizer'] or '–'} | {mib(r['peak_bytes']['total'])} "
-              f"| {mib(r['retained_bytes'])} ({mib(detail.get('anon'))} / {mib(detail.get('file'))}) "
-              f"| {mib(r['footprint_bytes']['total'])} | {mib(b['saved_activations'])} | {mib(b['gradients'])} "
+        print(f"| {r['workload']} | {r['framework']} | {r['optimizer'] or '–'} | {mib(figures.value(r, 'step_peak'))} "
+              f"| {mib(figures.value(r, 'retained'))} ({mib(detail.get('anon'))} / {mib(detail.get('file'))}) "
+              f"| {mib(figures.value(r, 'footprint'))} | {mib(b['saved_activations'])} | {mib(b['gradients'])} "
               f"| {mib(b['optimizer_state'])} | {mib(b['temporaries'])} | {mib(b['params'])} | {how[:40]} |")
 
 
@@ -60,8 +60,8 @@ def repeat(paths, names):
     print("|---|---|---|---|---|---|---|---|")
     failed = 0
     for key in keys:
-        peaks = [r[key]["peak_bytes"]["total"] for r in runs]
-        kept = [r[key]["retained_bytes"] for r in runs]
+        peaks = [figures.value(r[key], "step_peak") for r in runs]
+        kept = [figures.value(r[key], "retained") for r in runs]
         (ps, pok), (rs, rok) = within(peaks), within(kept)
         failed += (not pok) + (not rok)
         print(f"| {key[0]} | {key[1]}{' ' + key[6] if key[6] else ''} | {' / '.join(mib(v) for v in peaks)} "

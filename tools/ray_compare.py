@@ -26,6 +26,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from harness import figures  # noqa: E402  (the checkout's harness, as the script runs it)
 CELLS = ["--workload", "unet,tiny_nerf,shared_linear", "--framework", "reference,torch,autograd", "--size", "small"]
 NODE = {"num_cpus": 1, "resources": {"gradmem_node": 1}, "object_store_memory": 100 * 1024**2}
 MiB = 1024**2
@@ -72,8 +74,8 @@ def compare(local, remote):
             print(f"  {key[0]:16s} {key[1]:10s} {a['status']} / {b['status'] if b else 'missing'}")
             continue
         line = f"  {key[0]:16s} {key[1]:10s}"
-        for figure in ("peak_bytes", "footprint_bytes"):
-            x, y = a[figure]["total"], b[figure]["total"]
+        for figure in ("step_peak", "footprint"):
+            x, y = figures.value(a, figure), figures.value(b, figure)
             line += f"  {figure.split('_')[0]} {x / MiB:7.2f} {y / MiB:7.2f} ({100 * (y / x - 1):+5.1f} %)"
         print(line)
 

@@ -26,6 +26,7 @@ import tempfile
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PROJECT)
+from harness import figures  # noqa: E402  (the checkout's harness)
 
 MIB = 1024 * 1024
 PYTHON = sys.executable
@@ -95,8 +96,8 @@ def section_autograd219(args):
             after = breakdown(args.repo, step["first_bad"], workload, args.size)
             print(f"-- step at {step['first_bad'][:12]} (after {step['last_good'][:12]}); the bisected range's "
                   f"ends: {step['good_mib']:.2f} -> {step['bad_mib']:.2f} MiB backward step peak", flush=True)
-            rows = [("peak forward", before["peak_bytes"].get("forward"), after["peak_bytes"].get("forward")),
-                    ("peak backward", before["peak_bytes"].get("backward"), after["peak_bytes"].get("backward"))]
+            rows = [(f"peak {phase}", figures.at(before, "step_peak", phase), figures.at(after, "step_peak", phase))
+                    for phase in ("forward", "backward")]
             moved = []
             for name in ("saved_activations", "gradients", "temporaries"):
                 a, b = (before["breakdown_bytes"] or {}).get(name), (after["breakdown_bytes"] or {}).get(name)
@@ -155,7 +156,7 @@ def timeline_in_backward(record):
 
 
 def _timeline_line(record):
-    peaks = record.get("peak_bytes") or {}
+    peaks = figures.phases(record, "step_peak")
     label = f"{record.get('framework')}" + (f" order={record.get('order')}" if record.get("order") else "")
     text = (f"{label:<20} {record.get('status')}: step peak forward {_mib(peaks.get('forward'))}, backward "
             f"{_mib(peaks.get('backward'))} MiB (bound {_mib(record.get('bound_bytes'))})")
@@ -252,14 +253,14 @@ def _run_and_print(args, run_args, name):
 
 
 def _phase_line(record):
-    peaks, first = record.get("peak_bytes") or {}, record.get("first_step_peak_bytes") or {}
+    peaks, first = figures.phases(record, "step_peak"), figures.phases(record, "first_step_peak")
     phases = [p for p in ("forward", "backward", "step", "total") if isinstance(peaks.get(p), (int, float))]
     label = " ".join(str(record.get(k)) for k in ("workload", "size", "dtype", "framework", "mode"))
     label += "" if record.get("remat") in (None, "none") else f" remat={record.get('remat')}"
     if record.get("status") != "ok":
         return f"{label}: {record.get('status')}: {(record.get('message') or '').strip().splitlines()[0][:200] if record.get('message') else ''}"
     text = ", ".join(f"{p} {_mib(peaks[p])} (first step {_mib(first.get(p))})" for p in phases)
-    return f"{label}: step peak MiB {text}; retained {_mib(record.get('retained_bytes'))}; bound {_mib(record.get('bound_bytes'))}"
+    return f"{label}: step peak MiB {text}; retained {_mib(figures.value(record, 'retained'))}; bound {_mib(figures.value(record, 'bound'))}"
 
 
 def section_candle(args):
