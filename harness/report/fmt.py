@@ -22,7 +22,11 @@ def human_bytes(value):
     size = float(value)
     for unit in _BYTE_UNITS:
         if abs(size) < 1024 or unit == _BYTE_UNITS[-1]:
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.3g} {unit}"
+            if unit == "B":
+                return f"{size:.0f} {unit}"
+            # three significant digits, four from 100 up (407.6 MiB, not 408: a CUDA
+            # cell's allocator figure is exact to the byte, and a tenth of a MiB is read)
+            return f"{size:.4g} {unit}" if abs(size) >= 100 else f"{size:.3g} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
 

@@ -94,7 +94,8 @@ def test_thin_keeps_every_peak():
     assert len(thinned) <= 100 and max(thinned) == 7 and times[thinned.index(7)] == 4321
 
 
-@pytest.mark.parametrize("value, text", [(512, "512 B"), (1536, "1.5 KiB"), (40 * MIB, "40 MiB"), (None, "–")])
+@pytest.mark.parametrize("value, text", [(512, "512 B"), (1536, "1.5 KiB"), (40 * MIB, "40 MiB"),
+                                         (427_434_688, "407.6 MiB"), (None, "–")])
 def test_human_bytes(value, text):
     assert fmt.human_bytes(value) == text
 
