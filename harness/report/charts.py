@@ -56,7 +56,9 @@ def _rows(view, workload, name, phases):
             rows.append((column, str(record.get("status"))))
         else:
             noisy = name == "time" and record.get("time_noisy")  # advisory: say so at the bar
-            rows.append((f"{column} ~ noisy" if noisy else column, {phase: figures.at(record, name, phase) for phase in phases}))
+            bounded = figures.upper_bound(record, name)  # JAX's un-resettable CUDA peak: at most this
+            label = f"{column} ~ noisy" if noisy else f"{column} ≤ (upper bound)" if bounded else column
+            rows.append((label, {phase: figures.at(record, name, phase) for phase in phases}))
     return rows
 
 
