@@ -5,7 +5,7 @@ import math
 
 from benchmarks.common import VERSION, Grid, figure
 
-# The time figures' own method, on top of the suite's VERSION: since issue 11 a median
+# The time figures' own method, on top of the suite's VERSION: since adaptive-clean-1 a median
 # over repeats chosen per cell, from the steps no other process disturbed, with the
 # time pass alone on the machine. Bumping it restarts the time series only.
 TIME_METHOD = "adaptive-clean-1"

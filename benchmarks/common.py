@@ -73,7 +73,7 @@ PARAM_NAMES = ["workload", "framework", "device", "mode"]
 
 # Bump when the meaning of a figure changes (harness method, sweep settings), so asv
 # stops comparing new figures with old ones instead of showing a false step.
-# gradmem-3 (issue 24): compiled JAX and PyTensor cells measure one program (no phase
+# gradmem-3: compiled JAX and PyTensor cells measure one program (no phase
 # split), MLX and tinygrad memory passes run with their buffer caches off.
 VERSION = "gradmem-3"
 SWEEP_TIMEOUT_S = 4 * 3600  # a `small` sweep of every cell, on a slow CI box

@@ -32,15 +32,15 @@ added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md
   (medians), ``time_spread_s`` (interquartile range; both null when no time pass ran:
   the memory-only records of `harness scale`), ``compile_s``; ``grad_rel_err``,
   ``timeline`` ({t_s, rss_bytes, marks});
-  since issue 11 also ``time_min_s``, ``cpu_time_s`` (process CPU time, user + sys,
+  later additions: ``time_min_s``, ``cpu_time_s`` (process CPU time, user + sys,
   median per phase), ``time_noisy`` (bool: the time is advisory, ``time_noise`` says
   why) and ``time_stats`` (samples, how many were clean, the median's precision, other
   processes' CPU use);
-  since issue 28 ``prediction`` (the framework's own prediction of the step, taken
+  ``prediction`` (the framework's own prediction of the step, taken
   after the measured steps: {state: predicted | zero | unsupported | failed, method,
   bytes, compares_with, program, same_program, fields, categories, note, reason};
   absent or null: none was taken; harness/measure/prediction.py);
-  since issue 27 ``saved_by_op`` ({ops: {op: {bytes, count, names, in_op_set}} or
+  ``saved_by_op`` ({ops: {op: {bytes, count, names, in_op_set}} or
   null, bytes, method, saved_activations_bytes, backward}: which op made each saved
   activation, and what the backward shows where the framework lets us see;
   harness/measure/saved_ops.py);
@@ -210,7 +210,7 @@ def validate(record):
     batch = record.get("batch")
     if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
         raise SchemaError(f"batch must be null or a positive int, got {batch!r}")
-    for key in ("time_min_s", "cpu_time_s"):  # issue 11; absent from older records
+    for key in ("time_min_s", "cpu_time_s"):  # absent from older records
         if record.get(key) is not None:
             _check_phases(record, key, float, required=True)
     if record.get("time_noisy") not in (None, True, False):  # null: no time pass, or older records

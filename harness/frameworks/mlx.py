@@ -2,8 +2,8 @@
 
 MLX arrays are lazy: an op records a node, ``mx.eval`` computes. The gradient step is
 what MLX users write: ``loss, grads = mx.value_and_grad(f)(params, inputs)`` then
-**one** ``mx.eval(loss, grads)``. The evaluation order is MLX's own (the notes measured
-that evaluating gradients last layer first can lower the peak by a third: that would
+**one** ``mx.eval(loss, grads)``. The evaluation order is MLX's own (measured:
+evaluating gradients last layer first can lower the peak by a third: that would
 be a different algorithm, not what the ordinary step does). The step evaluates inside
 the call, so the time and the memory of the whole computation fall in the phase.
 

@@ -14,7 +14,7 @@ are the Python operators; a Python number never changes a tensor's dtype.
 
 The gradient step realises the loss and **every** gradient in one ``Tensor.realize``
 call, as tinygrad's own training loops do: realising them one at a time schedules the
-shared forward again for each (the notes measured 10x the time, 2.5x the memory).
+shared forward again for each (measured: 10x the time, 2.5x the memory).
 
 Modes:
 

@@ -5,7 +5,7 @@
 null times) and no reference gradient (`harness check` compares gradients; at a
 batch the size does not have, it would cost a float64 pass per workload and batch).
 The passes go through the sweep's executor interface (harness/sweep/executor.py),
-one at a time: an executor that runs several at once or on a cluster (issue 19)
+one at a time: an executor that runs several at once or on a cluster (sweep/ray_executor.py)
 replaces `LocalExecutor` here and nothing else.
 """
 

@@ -2,7 +2,7 @@
 
 Two schedules, the same passes and the same records:
 
-- ``serial`` (default; the schedule before issue 11): one pass at a time, cell after
+- ``serial`` (default; the original schedule): one pass at a time, cell after
   cell: its reference gradient (first cell of a workload), memory pass, time pass.
 - ``parallel`` (opt-in, --schedule parallel; docs/measurement.md says why it is not
   the default yet): the reference gradients first, then every memory pass, up to

@@ -4,7 +4,7 @@ From HIPS autograd #219 ("backprop eats all my RAM"), whose RNN benchmark became
 autograd's ``benchmarks/bench_rnn.py``: batch 16, D = 1024, float32, n = 50 steps,
 then a logistic loss on the last hidden state through a (D, 1) readout. W and b fan
 out to all n steps, so their gradients receive n contributions: an engine that keeps
-them apart instead of accumulating in place holds n W-sized buffers (the notes measured
+them apart instead of accumulating in place holds n W-sized buffers (measured:
 ~17x the hand-written gradient under an unrolled ``jax.jit``).
 
 Differences from bench_rnn.py, both for well-scaled values: its inits are

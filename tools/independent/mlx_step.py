@@ -5,7 +5,7 @@ count the arrays a step allocates whether or not MLX's buffer cache would have s
 them. The step is what MLX users write: ``mx.value_and_grad(loss)`` then one
 ``mx.eval(loss, grads)``; compiled = ``mx.compile`` of the value-and-grad function.
 Workloads re-written with mlx.core, op for op as harness/workloads/ computes them
-(chained_dot and rnn_fanout: the two whose MLX figures issue 24 changed most).
+(chained_dot and rnn_fanout: the two whose MLX figures moved most when the buffer cache was turned off).
 
     python tools/independent/mlx_step.py WORKLOAD PROBLEM.npz CONFIG_JSON [eager|compiled]
 """
