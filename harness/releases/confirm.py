@@ -242,5 +242,28 @@ def summary(document):
                      f"actionable), not confirmed {row['not confirmed']}, pending {row['pending']}"
                      + (f", failed {row['failed']}" if row["failed"] else "")
                      + (f", advisory {row['advisory']}" if row["advisory"] else ""))
-    lines += [f"actionable: {line(c)}" for c in by_status(document["changes"])["actionable"]]
+    lines += [f"actionable: {text}" for text, _ in lead_lines(by_status(document["changes"])["actionable"])]
     return "\n".join(lines)
+
+
+def lead_lines(changes):
+    """One line per (workload, mode, release pair) of `changes`: its first figure in the
+    page's order with both runs' figures, the other figures that moved with it named
+    with their side-by-side moves ([(line, the change the line leads with)])."""
+    groups = {}
+    for change in changes:
+        groups.setdefault(group_key(change), []).append(change)
+    order = list(detect.FIGURES)
+    out = []
+    for members in groups.values():
+        members = sorted(members, key=lambda c: order.index(c["figure"]))
+        first, rest = members[0], members[1:]
+        also = ", ".join(f"{c['figure']} {_move(c)}" for c in rest)
+        out.append((line(first) + (f"; also moved: {also}" if also else ""), first))
+    return out
+
+
+def _move(change):
+    found = change.get("confirmation") or {}
+    delta = found.get("delta", change["delta"])
+    return f"{delta / detect.MIB:+.2f} MiB" if detect.FIGURES[change["figure"]][2] == "bytes" else f"{delta:+.4f} s"

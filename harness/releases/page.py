@@ -160,15 +160,16 @@ def _confirmed_first(document):
     groups = confirm.by_status(changes)
     tally = (document.get("tally") or {}).get("all") or {}
     head = (f'<p class="meaning">The sweep flagged {len(changes)} change(s); measured again side by side, '
-            f'{tally.get("confirmed", 0)} held ({len(groups["actionable"])} at least '
+            f'{tally.get("confirmed", 0)} held ({len(groups["actionable"])} by at least '
             f'{confirm.ACT_RELATIVE:.0%} and {confirm.ACT_BYTES // detect.MIB} MiB), {tally.get("not confirmed", 0)} did '
             f'not, {tally.get("pending", 0)} are not measured side by side yet. '
             f'{esc(document.get("confirmation_rule", confirm.RULE))}. Both runs\' figures are shown: the sweep\'s '
             f'rounds and the side-by-side pairs.</p>')
+    lines = confirm.lead_lines(groups["actionable"])
     lead = "".join(
-        f'<li class="change-{c["direction"]}">{esc(confirm.line(c))}<br><code>{esc(c["command"] or "")}</code></li>'
-        for c in groups["actionable"])
-    lead = (f'<h3>Confirmed changes a user would act on ({len(groups["actionable"])})</h3>'
+        f'<li class="change-{c["direction"]}">{esc(text)}<br><code>{esc(c["command"] or "")}</code></li>'
+        for text, c in lines)
+    lead = (f'<h3>Confirmed changes a user would act on ({len(lines)})</h3>'
             + (f'<ul class="actionable">{lead}</ul>' if lead else '<p class="none">None confirmed yet.</p>'))
     folded = "".join(
         f'<details><summary>{esc(title)} ({len(groups[status])})</summary>{_changes(groups[status])}</details>'
