@@ -2,9 +2,9 @@
 
 One `harness releases --confirm` run. For each flagged (workload, mode, before, after)
 of a store's changes (confirm.py judges them), the cell of `before` and the cell of
-`after` alternate, pair after pair, each sample a memory pass in a fresh worker (the
-sweep's own runner, harness/scale/passes.py: no time pass, no reference gradient: the
-confirmation judges memory figures only). Interleaving is the point: a load that drifts
+`after` alternate, pair after pair, each sample the sweep's own memory pass in a fresh
+worker (its reference gradient first, as the sweep; no time pass: the confirmation
+judges memory figures only). Interleaving is the point: a load that drifts
 during the run moves both releases alike, where the sweep measured one release's
 rounds, then the next's. Every sample is appended at once to FRAMEWORK.confirm.jsonl
 (compacted like the store's records, tagged with its pair), so an interrupted run
@@ -43,10 +43,38 @@ def wanted(document, scope="all", workloads_=None, modes=None, first=None, last=
 
 
 def memory_passes(workdir, options):
-    """measure(cells) -> iterator of (cell, record): the sweep's memory passes."""
-    from harness.scale.passes import MemoryPasses  # imports the executor only when measuring
+    """measure(cells) -> iterator of (cell, record): each cell's memory pass in a fresh
+    worker, exactly as the sweep's (after its workload's reference gradient: the
+    gradient check runs inside the memory pass, between the first step and the steady
+    ones, and what it leaves on the heap is part of the retained figure the sweep
+    flagged), but no time pass."""
+    from harness.sweep.cell_runner import CellRunner, CellState
+    from harness.sweep.executor import LocalExecutor
 
-    return MemoryPasses(workdir, options).run
+    runner = CellRunner(workdir, options)
+    executor = LocalExecutor(workdir, slots=1)
+
+    def one(task):
+        executor.submit(task)
+        [(_, outcome)] = list(executor.outcomes())  # a signal here kills the worker
+        return outcome
+
+    def measure(cells):
+        try:
+            for number, cell in enumerate(cells):
+                state = runner.start(number, cell)
+                if not isinstance(state, CellState):  # unavailable here: decided without a worker
+                    yield cell, state
+                    continue
+                task = runner.reference_task(cell)
+                if task is not None:
+                    runner.reference_done(task, one(task))
+                yield cell, runner.memory_record(state, one(runner.memory_task(state)))
+        finally:
+            executor.cancel_all()
+            executor.close()
+
+    return measure
 
 
 class SideBySide:
