@@ -159,12 +159,15 @@ def _confirmed_first(document):
         return '<p class="none">No figure moved between consecutive releases by more than its run-to-run band.</p>'
     groups = confirm.by_status(changes)
     tally = (document.get("tally") or {}).get("all") or {}
-    head = (f'<p class="meaning">The sweep flagged {len(changes)} change(s); measured again side by side, '
-            f'{tally.get("confirmed", 0)} held ({len(groups["actionable"])} by at least '
+    rule = document.get("confirmation_rule", confirm.RULE)
+    head = (f'<p class="meaning">The sweep\'s rounds flagged {len(changes) - len(groups["advisory"])} memory '
+            f'change(s) (and {len(groups["advisory"])} of time, advisory); measured again side by side, '
+            f'{tally.get("confirmed", 0)} held ({tally.get("actionable", 0)} by at least '
             f'{confirm.ACT_RELATIVE:.0%} and {confirm.ACT_BYTES // detect.MIB} MiB), {tally.get("not confirmed", 0)} did '
-            f'not, {tally.get("pending", 0)} are not measured side by side yet. '
-            f'{esc(document.get("confirmation_rule", confirm.RULE))}. Both runs\' figures are shown: the sweep\'s '
-            f'rounds and the side-by-side pairs.</p>')
+            f'not, {tally.get("pending", 0)} are not measured side by side yet'
+            + (f', {tally["failed"]} could not be measured' if tally.get("failed") else "")
+            + f'. {esc(rule[:1].upper() + rule[1:])}. Both runs\' figures are shown: the sweep\'s rounds and the '
+            f'side-by-side pairs.</p>')
     lines = confirm.lead_lines(groups["actionable"])
     lead = "".join(
         f'<li class="change-{c["direction"]}">{esc(text)}<br><code>{esc(c["command"] or "")}</code></li>'
