@@ -172,6 +172,10 @@ def verdict_of(change, records):
     failed = [r.get("message", "")[:200] for r in a_records + b_records if r.get("status") != "ok"]
     if failed:
         verdict["not_ok"] = failed
+    # the side-by-side run measures with today's gradmem: at one release its figure may
+    # differ from the sweep's by what changed in the harness since (the commits say)
+    commits = sorted({(r.get("provenance") or {}).get("git_commit") or "?" for r in a_records + b_records})
+    verdict["gradmem"] = [c[:12] + ("+dirty" if c.endswith("+dirty") else "") for c in commits]
     when = [(r.get("provenance") or {}).get("finished_at") for r in a_records + b_records]
     when = [w for w in when if w]
     if when:
@@ -230,8 +234,10 @@ def line(change):
                 f"{found['pairs']} pairs, p = {found['p']:.3g}")
     else:
         side = found.get("why", "not measured side by side")
+    deps = change.get("dependencies_differ") or {}
+    differ = ("; " + ", ".join(f"{d} {a} -> {b}" for d, (a, b) in deps.items()) + " differ") if deps else ""
     return (f"{change['workload']} {change['mode']} {figure}: {change['before_release']} -> {change['release']}: "
-            f"{side}; {sweep}")
+            f"{side}; {sweep}{differ}")
 
 
 def summary(document):
