@@ -60,20 +60,21 @@ def memory_passes(workdir, options):
         return outcome
 
     def measure(cells):
-        try:
-            for number, cell in enumerate(cells):
-                state = runner.start(number, cell)
-                if not isinstance(state, CellState):  # unavailable here: decided without a worker
-                    yield cell, state
-                    continue
-                task = runner.reference_task(cell)
-                if task is not None:
-                    runner.reference_done(task, one(task))
-                yield cell, runner.memory_record(state, one(runner.memory_task(state)))
-        finally:
-            executor.cancel_all()
-            executor.close()
+        for number, cell in enumerate(cells):
+            state = runner.start(number, cell)
+            if not isinstance(state, CellState):  # unavailable here: decided without a worker
+                yield cell, state
+                continue
+            task = runner.reference_task(cell)  # once per workload of the run
+            if task is not None:
+                runner.reference_done(task, one(task))
+            yield cell, runner.memory_record(state, one(runner.memory_task(state)))
 
+    def close():
+        executor.cancel_all()
+        executor.close()
+
+    measure.close = close
     return measure
 
 
@@ -82,6 +83,7 @@ class SideBySide:
         self.out, self.framework, self.size, self.dtype = out, framework, size, dtype
         self.timeout_s, self.keep_envs, self.say = timeout_s, keep_envs, say
         self.measure = measure  # None: memory_passes in a scratch directory
+        self.measures = {}  # with/without the prediction -> memory_passes (one runner each: a reference gradient per workload)
         self.path = store.confirm_path(out, framework)
         self.held = store.read(self.path)
         root = envs.cache_root()
@@ -106,6 +108,8 @@ class SideBySide:
                 measured += self._confirm_group(key, changes, pairs, max_pairs, workdir, f"[{number}/{len(groups)}]")
                 self._prune([r for r, n in last_use.items() if n == number - 1])
         finally:
+            for measure in self.measures.values():
+                getattr(measure, "close", lambda: None)()
             if workdir is not None:
                 shutil.rmtree(workdir, ignore_errors=True)
         return measured
@@ -133,8 +137,10 @@ class SideBySide:
         if not todo:
             return 0
         predicted = any(c["figure"] == "predicted" for c in changes)  # the prediction costs a compile a cell
-        options = Options(warmup=1, repeat=3, time_budget_s=1.0, timeout_s=self.timeout_s, prediction=predicted)
-        measure = self.measure or memory_passes(workdir, options)
+        if self.measure is None and predicted not in self.measures:
+            options = Options(warmup=1, repeat=3, time_budget_s=1.0, timeout_s=self.timeout_s, prediction=predicted)
+            self.measures[predicted] = memory_passes(workdir, options)
+        measure = self.measure or self.measures[predicted]
         plan = [self.cell(workload, mode, release) for _, release in todo]
         count = 0
         for (i, release), (_, record) in zip(todo, measure(plan)):

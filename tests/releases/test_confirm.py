@@ -197,3 +197,26 @@ def test_an_undecided_figure_is_measured_on_to_max_pairs(tmp_path):
     verdict = confirm.verdict_of(change, runner.held)
     assert verdict["status"] == "confirmed" and verdict["pairs"] == 10 and verdict["p"] < 0.001
     assert said and said[0].endswith(": confirmed")
+
+
+def test_the_real_memory_passes_measure_as_the_sweep_does(tmp_path):
+    """The side-by-side runner's pass is the sweep's memory pass: a fresh worker after the
+    workload's reference gradient (the gradient check runs inside it), no time pass.
+    The installed autograd stands in for a release (no environment built)."""
+    from harness.sweep import plan
+    from harness.sweep.cell_runner import Options
+
+    [cell] = plan.expand(["chained_dot"], [("autograd", None)], ["tiny"], ["float32"], ["cpu"], ["eager"])
+    measure = side_by_side.memory_passes(str(tmp_path), Options(timeout_s=300, prediction=False))
+    try:
+        found = [record for _, record in measure([cell, cell])]
+    finally:
+        measure.close()
+    assert [r["status"] for r in found] == ["ok", "ok"], [r.get("message") for r in found]
+    for r in found:
+        assert r["provenance"]["reference_gradient"].startswith("reference engine")  # checked, as in the sweep
+        assert r["grad_rel_err"] is not None and r["grad_rel_err"] < 1e-3
+        assert r["time_s"] is None  # no time pass
+        assert r["peak_bytes"]["total"] > 0
+    # two fresh workers of one cell: a deterministic engine repeats within the 256 KiB grain
+    assert abs(found[0]["peak_bytes"]["total"] - found[1]["peak_bytes"]["total"]) <= detect.GRAIN_BYTES
