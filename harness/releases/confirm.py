@@ -243,7 +243,8 @@ def line(change):
 def summary(document):
     """Lines for the terminal: flagged vs confirmed per figure, then the actionable changes."""
     lines = []
-    for figure, row in sorted(document.get("tally", {}).items(), key=lambda item: item[0] == "all"):
+    order = list(detect.FIGURES) + ["all"]
+    for figure, row in sorted(document.get("tally", {}).items(), key=lambda item: order.index(item[0])):
         lines.append(f"{figure}: flagged {row['flagged']}, confirmed {row['confirmed']} ({row['actionable']} "
                      f"actionable), not confirmed {row['not confirmed']}, pending {row['pending']}"
                      + (f", failed {row['failed']}" if row["failed"] else "")
