@@ -23,13 +23,15 @@ from harness.versions import envs, index
 
 
 def wanted(document, scope="all", workloads_=None, modes=None, first=None, last=None):
-    """{group key: [flagged figures]} of the memory changes to confirm, in release order.
-    scope "large": only changes whose flagged move passes the size rule (confirm.large)."""
+    """{group key: [its flagged memory changes]} to confirm, in release order. scope
+    "large": only the release pairs where some flagged move passes the size rule
+    (confirm.large); every flagged figure of a pair measured is judged (one sample
+    serves them all), and any of them left undecided gets the further pairs."""
     lo = index.parse(first) if first else None
     hi = index.parse(last) if last else None
     found = {}
     for change in document["changes"]:
-        if change["advisory"] or (scope == "large" and not confirm.large(change)):
+        if change["advisory"]:
             continue
         if workloads_ and change["workload"] not in workloads_ or modes and change["mode"] not in modes:
             continue
@@ -38,6 +40,8 @@ def wanted(document, scope="all", workloads_=None, modes=None, first=None, last=
         if hi is not None and index.parse(change["release"]) > hi:
             continue
         found.setdefault(confirm.group_key(change), []).append(change)
+    if scope == "large":
+        found = {key: changes for key, changes in found.items() if any(confirm.large(c) for c in changes)}
     return dict(sorted(found.items(), key=lambda item: (index.sort_key(item[0][2]), index.sort_key(item[0][3]),
                                                         item[0][0], item[0][1])))
 
