@@ -34,13 +34,14 @@ from harness import interrupts
 from harness.sweep import command as run_sweep
 from harness.sweep import plan as cells
 from harness.sweep import resume
-from harness.releases import detect, listing, page, store
+from harness.releases import confirm, detect, listing, page, side_by_side, store
 from harness.report.build import write_atomically
 from harness.versions import envs, index, spec
 
 DEFAULT_OUT = "releases"
 #: what --retry may measure again: every status but ok
 RETRYABLE = tuple(s for s in results.STATUSES if s != "ok")
+CONFIRM_SCOPES = ("all", "large")
 
 
 def add_arguments(parser):
@@ -69,6 +70,23 @@ def add_arguments(parser):
                              f"an adapter fix)")
     parser.add_argument("--keep-envs", action="store_true", help="keep each release's environment after it is measured")
     parser.add_argument("--page-only", action="store_true", help="measure nothing: write the changes and page again")
+    parser.add_argument(
+        "--confirm", action="store_true",
+        help="measure nothing new in the sweep: measure each flagged memory change of the store again, its two "
+             "releases interleaved (A B A B ..., fresh workers), and list it as a change only if that holds "
+             "(harness/releases/confirm.py); --workload/--mode/--from/--to narrow which changes",
+    )
+    parser.add_argument(
+        "--confirm-scope", default="all",
+        help="with --confirm: all (every flagged memory change) | large (those whose flagged move is at least "
+             f"{confirm.ACT_RELATIVE:.0%} and {confirm.ACT_BYTES // detect.MIB} MiB)",
+    )
+    parser.add_argument("--pairs", type=int, default=confirm.PAIRS,
+                        help=f"with --confirm: interleaved pairs per change (default {confirm.PAIRS}); a store "
+                             f"holding fewer is measured on to this many")
+    parser.add_argument("--max-pairs", type=int, default=confirm.MAX_PAIRS,
+                        help=f"with --confirm: pairs a figure still undecided after --pairs is measured on to "
+                             f"(default {confirm.MAX_PAIRS})")
     parser.add_argument(
         "--executor", default="local",
         help="local (default) | ray: each round's passes as Ray tasks; every node builds the release's "
@@ -103,6 +121,12 @@ def check(args):
     args.retry = tuple(choices.parse_choices("retry status", args.retry, RETRYABLE)) if args.retry else ()
     if args.retry and not args.resume:
         raise choices.ChoiceError("--retry re-measures cells of an existing sweep: it needs --resume")
+    if args.confirm and (args.page_only or args.resume):
+        raise choices.ChoiceError("--confirm measures an existing store's flagged changes: not with --page-only "
+                                  "or --resume (it resumes by itself)")
+    choices.check_choice("confirm scope", args.confirm_scope, CONFIRM_SCOPES)
+    if args.pairs < confirm.MIN_SAMPLES or args.max_pairs < args.pairs:
+        raise choices.ChoiceError(f"--pairs must be >= {confirm.MIN_SAMPLES} and --max-pairs >= --pairs")
     if args.repeats < 1 or args.time_repeat < 1 or args.time_budget < 0:
         raise choices.ChoiceError("--repeats and --time-repeat must be >= 1, --time-budget >= 0")
     return adapter
@@ -114,6 +138,8 @@ def main(args):
     os.makedirs(out, exist_ok=True)
     if args.page_only:
         return _publish(adapter, args)
+    if args.confirm:
+        return _confirm(adapter, args)
     try:
         releases, source = listing.published(adapter.package)
     except index.IndexError_ as err:
@@ -258,13 +284,45 @@ def _publish(adapter, args):
     records = store.read(store.merged_path(out, name))
     if not records:
         raise choices.ChoiceError(f"{store.merged_path(out, name)}: no records to publish; run the sweep first")
-    found = detect.detect(records)
-    env_info, meta = store.read_envs(out, name), store.read_meta(out, name)
-    size = (meta.get("grid") or {}).get("size", args.size)
-    report = detect.report(records, found, name, env_info, size=size, commits=store.read_commits(out, name))
+    report = _report(out, name, records, args.size)
     results.write_json_atomic(store.changes_path(out, name), report)
     path = os.path.join(out, f"{name}.html")
-    write_atomically(path, page.render(name, records, report, env_info, meta))
+    write_atomically(path, page.render(name, records, report, store.read_envs(out, name), store.read_meta(out, name)))
     print(detect.summary(report), flush=True)
+    print(confirm.summary(report), flush=True)
     print(f"records {store.merged_path(out, name)}; changes {store.changes_path(out, name)}; page {path}", flush=True)
     return 0
+
+
+def _report(out, name, records, size):
+    """The changes document of the store's records, each change with its confirmation."""
+    env_info, meta = store.read_envs(out, name), store.read_meta(out, name)
+    size = (meta.get("grid") or {}).get("size", size)
+    report = detect.report(records, detect.detect(records), name, env_info, size=size,
+                           commits=store.read_commits(out, name))
+    return confirm.attach(report, store.read(store.confirm_path(out, name)))
+
+
+def _confirm(adapter, args):
+    """--confirm: the store's flagged changes measured again side by side, then published."""
+    out, name = args.out, adapter.name
+    records = store.read(store.merged_path(out, name))
+    if not records:
+        raise choices.ChoiceError(f"{store.merged_path(out, name)}: no records; run the sweep first")
+    grid = store.read_meta(out, name).get("grid") or {}
+    document = _report(out, name, records, args.size)
+    workloads_ = None if args.workload == "all" else workloads.parse(args.workload)
+    groups = side_by_side.wanted(document, args.confirm_scope, workloads_, args.mode.split(","), args.first, args.last)
+    print(f"{name}: {len(groups)} release pair(s) to confirm side by side ({sum(map(len, groups.values()))} "
+          f"flagged change(s), scope {args.confirm_scope}), {args.pairs} pairs each", flush=True)
+    runner = side_by_side.SideBySide(out, name, grid.get("size", args.size), grid.get("dtype", args.dtype),
+                                     timeout_s=args.timeout, keep_envs=args.keep_envs)
+    with interrupts.handling():
+        try:
+            runner.run(groups, args.pairs, args.max_pairs)
+        except KeyboardInterrupt as stop:
+            _publish(adapter, args)
+            print(f"stopped: the samples so far are in {store.confirm_path(out, name)}; rerun --confirm to go on",
+                  flush=True)
+            return getattr(stop, "exit_code", 130)
+    return _publish(adapter, args)

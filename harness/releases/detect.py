@@ -21,6 +21,7 @@ import statistics
 from typing import NamedTuple
 
 from harness import figures
+from harness.releases import store
 from harness.versions import index
 
 MIB = 1024 * 1024
@@ -203,7 +204,7 @@ def report(records, found, framework, env_info, size="small", commits=()):
     stage-2 findings of FRAMEWORK.commits.json (harness/versions/findings.py), each
     named beside the change it bisected."""
     listed = []
-    pythons = _pythons(records)
+    pythons = store.release_pythons(records, env_info)
     for change in found.changes:
         differs = _dependencies_differ(env_info, change.before_release, change.release, pythons)
         metric = BISECT_METRIC.get(change.figure)  # bisect measures; a prediction it does not bisect
@@ -270,12 +271,6 @@ def _dependencies_differ(env_info, a, b, pythons=None):
     if pa and pb and pa.split(".")[:2] != pb.split(".")[:2]:
         found["python"] = [pa, pb]
     return found
-
-
-def _pythons(records):
-    """release -> the Python its workers ran (each record's provenance says)."""
-    return {r.get("version"): (r.get("provenance") or {}).get("python") for r in records
-            if (r.get("provenance") or {}).get("python")}
 
 
 def fmt(figure, number):

@@ -6,12 +6,15 @@ figure: every round's sample as a dot, the median as a line, the releases in ord
 the x axis (evenly spaced: a release is a step, not a date); a release that introduced
 a change is marked by a red ring and a dashed line, its entry listed below the charts
 with its evidence (the samples, the band it exceeded, the part that moved, the command
-that shows it). Releases whose NumPy/SciPy differ from the pinned ones are marked *.
+that shows it). A flagged change is red only when the side-by-side re-measure
+(confirm.py) held it, grey while not measured so, and not marked when it was rejected;
+the list leads with the confirmed changes a user would act on, the rest folded.
+Releases whose NumPy/SciPy differ from the pinned ones are marked *.
 """
 
 import statistics
 
-from harness.releases import detect
+from harness.releases import confirm, detect, store
 from harness.report import svg
 from harness.report.fmt import esc, human_bytes, human_seconds
 from harness.report.page import CSS
@@ -21,6 +24,8 @@ EXTRA_CSS = """
 svg circle.sample { fill: #4c78a8; opacity: .55; } svg polyline.median { fill: none; stroke: #4c78a8; stroke-width: 1.5; }
 svg circle.change { fill: none; stroke: #d62728; stroke-width: 2; } svg line.change { stroke: #d62728; stroke-dasharray: 3 2; }
 svg circle.advisory { stroke: #a35a00; } svg line.advisory { stroke: #a35a00; }
+svg circle.flagged { fill: none; stroke: #999; stroke-width: 1.5; stroke-dasharray: 2 2; } svg line.flagged { stroke: #bbb; stroke-dasharray: 3 2; }
+ul.actionable li { margin: .2em 0; } details { margin: .6em 0; } details summary { cursor: pointer; font-weight: 600; }
 svg text.unavailable { fill: #999; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; } tr.differs td.release { background: #fff1c2; }
 .change-up { color: #b00; } .change-down { color: #070; } .advisory-row { color: #8a5a00; }
@@ -62,7 +67,7 @@ def render(framework, records, document, env_info, meta):
 {_intro(framework, records, releases, document, meta)}
 <nav>{nav}<a href="#changes">changes</a><a href="#flat">flat</a><a href="#releases">releases</a></nav>
 <h2>Figures against the release</h2>{''.join(sections)}
-<section id="changes"><h2>Changes ({len(changes)})</h2>{_changes(changes)}</section>
+<section id="changes"><h2>Changes</h2>{_confirmed_first(document)}</section>
 <section id="flat"><h2>What stayed flat</h2>{_flat(document)}</section>
 <section id="releases"><h2>Releases and their environments</h2>{_releases(releases, records, env_info, meta)}</section>
 </body></html>
@@ -126,17 +131,72 @@ def _chart(workload, mode, figure, releases, by_release, changes, starred=()):
     for c in changes:
         if (c["workload"], c["mode"], c["figure"]) != (workload, mode, figure) or c["release"] not in releases:
             continue
+        status = (c.get("confirmation") or {}).get("status", "pending")
+        if status == "not confirmed":  # the side-by-side run rejected it: nothing to mark
+            continue
         i = releases.index(c["release"])
-        cls = "change advisory" if c["advisory"] else "change"
+        # a confirmed change in red; one not (yet) measured side by side in grey, time in orange
+        cls = "change advisory" if c["advisory"] else "change" if status == "confirmed" else "flagged"
         tip = f"{c['before_release']} -> {c['release']}: {label(c['before'])} -> {label(c['after'])}, band {label(c['band'])}"
         parts.append(svg.line(x(i) - step / 2, TOP, x(i) - step / 2, TOP + plot_h, cls, tip))
         parts.append(f'<circle class="{cls}" cx="{x(i):.1f}" cy="{y(c["after"]):.1f}" r="6"><title>{esc(tip)}</title></circle>')
     return svg.svg(width, H, "".join(parts), f"{workload} {mode} {figure} against the {len(releases)} releases")
 
 
-def _changes(changes):
+FOLDED = (
+    ("confirmed", "Other confirmed changes (held side by side, under the size rule)"),
+    ("not confirmed", "Not confirmed: flagged by the sweep's rounds, not held side by side"),
+    ("pending", "Flagged, not measured side by side yet (harness releases --confirm)"),
+    ("failed", "Flagged, the side-by-side run could not measure them"),
+    ("advisory", "Time (advisory: measured on a shared machine, never confirmed)"),
+)
+
+
+def _confirmed_first(document):
+    """The confirmed changes a user would act on, one line each; everything else folded."""
+    changes = document["changes"]
     if not changes:
         return '<p class="none">No figure moved between consecutive releases by more than its run-to-run band.</p>'
+    groups = confirm.by_status(changes)
+    tally = (document.get("tally") or {}).get("all") or {}
+    rule = document.get("confirmation_rule", confirm.RULE)
+    head = (f'<p class="meaning">The sweep\'s rounds flagged {len(changes) - len(groups["advisory"])} memory '
+            f'change(s) (and {len(groups["advisory"])} of time, advisory); measured again side by side, '
+            f'{tally.get("confirmed", 0)} held ({tally.get("actionable", 0)} by at least '
+            f'{confirm.ACT_RELATIVE:.0%} and {confirm.ACT_BYTES // detect.MIB} MiB), {tally.get("not confirmed", 0)} did '
+            f'not, {tally.get("pending", 0)} are not measured side by side yet'
+            + (f', {tally["failed"]} could not be measured' if tally.get("failed") else "")
+            + f'. {esc(rule[:1].upper() + rule[1:])}. Both runs\' figures are shown: the sweep\'s rounds and the '
+            f'side-by-side pairs.</p>')
+    lines = confirm.lead_lines(groups["actionable"])
+    lead = "".join(
+        f'<li class="change-{c["direction"]}">{esc(text)}<br><code>{esc(c["command"] or "")}</code></li>'
+        for text, c in lines)
+    lead = (f'<h3>Confirmed changes a user would act on ({len(lines)})</h3>'
+            + (f'<ul class="actionable">{lead}</ul>' if lead else '<p class="none">None confirmed yet.</p>'))
+    folded = "".join(
+        f'<details><summary>{esc(title)} ({len(groups[status])})</summary>{_changes(groups[status])}</details>'
+        for status, title in FOLDED if groups[status])
+    return head + lead + folded
+
+
+def _side_by_side(c):
+    """The confirmation's figures of one change, or why there are none."""
+    found = c.get("confirmation") or {}
+    if "before" not in found:
+        return esc(found.get("why", "not measured side by side"))
+    label = detect.fmt
+    rel = f" ({found['relative']:+.1%})" if found.get("relative") is not None else ""
+    samples = (", ".join(label(c["figure"], v) for v in found["before_samples"]) + " → "
+               + ", ".join(label(c["figure"], v) for v in found["after_samples"]))
+    why = f"<br>{esc(found['why'])}" if found.get("why") else ""
+    why += f"<br>gradmem {esc(', '.join(found['gradmem']))}" if found.get("gradmem") else ""
+    return (f'<b>{esc(found["status"])}</b>: {esc(label(c["figure"], found["before"]))} → '
+            f'{esc(label(c["figure"], found["after"]))}{esc(rel)}, {found["pairs"]} pairs, p = {found["p"]:.3g}'
+            f'{why}<br><span class="small">{esc(samples)}</span>')
+
+
+def _changes(changes):
     rows = []
     for c in changes:
         label = detect.fmt
@@ -153,13 +213,14 @@ def _changes(changes):
             f'{esc(detect.gap_note(c))}</td>'
             f'<td class="num change-{c["direction"]}">{esc(label(c["figure"], c["before"]))} → '
             f'{esc(label(c["figure"], c["after"]))} ({esc(rel)})</td><td class="num">{esc(label(c["figure"], c["band"]))}</td>'
-            f'<td class="message">{esc(samples)}</td><td class="message">{esc(phases)}<br>{esc(part)}</td>'
+            f'<td class="message">{esc(samples)}</td><td class="message">{_side_by_side(c)}</td>'
+            f'<td class="message">{esc(phases)}<br>{esc(part)}</td>'
             f'<td class="message">{esc(deps) or "same"}</td><td class="message"><code>{esc(c["command"] or "a prediction: the records of each release show it")}</code>'
             + (f'<br><code>{esc(c["commit_command"])}</code>' if c.get("commit_command") else "")
             + _commit_found(c["figure"], c.get("commit_search")) + "</td></tr>"
         )
     return ("<table><thead><tr><th>workload</th><th>mode</th><th>figure</th><th>release</th><th>median before → after</th>"
-            "<th>band exceeded</th><th>rounds</th><th>what moved (phases; largest part)</th><th>dependencies that differ</th>"
+            "<th>band exceeded</th><th>sweep rounds</th><th>side by side (A B A B ...)</th><th>what moved (phases; largest part)</th><th>dependencies that differ</th>"
             "<th>command that shows it</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
@@ -208,8 +269,10 @@ def _disk(info):
 
 def _releases(releases, records, env_info, meta):
     uploaded = meta.get("uploaded") or {}
-    # the Python most environments were built with; another one is named in its row
-    pythons = [tuple((i.get("python") or "").split(".")[:2]) for i in env_info.values() if i.get("python")]
+    # the Python most releases ran with; another one is named in its row (the source the
+    # detector's "python differs" reads too)
+    python_of = store.release_pythons(records, env_info)
+    pythons = [tuple(python_of[r].split(".")[:2]) for r in releases if python_of.get(r)]
     usual_python = list(max(set(pythons), key=pythons.count)) if pythons else None
     rows = []
     for release in releases:
@@ -223,8 +286,8 @@ def _releases(releases, records, env_info, meta):
         status = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         reason = info.get("unavailable") or next((r.get("message") for r in mine if r.get("status") != "ok"), "")
         deps = ", ".join(f"{d} {versions[d]}" for d in ("numpy", "scipy", "jaxlib") if versions.get(d))
-        if info.get("python") and info["python"].split(".")[:2] != usual_python:  # interpreters.py chose another
-            deps = f"Python {info['python']}, {deps}"
+        if python_of.get(release) and python_of[release].split(".")[:2] != usual_python:  # interpreters.py chose another
+            deps = f"Python {python_of[release]}, {deps}"
         rows.append(
             f'<tr class="{"differs" if differs else ""}"><td class="release">{esc(release)}{" *" if differs else ""}</td>'
             f"<td>{esc(uploaded.get(release, ''))}</td><td>{esc(deps)}</td>"

@@ -10,6 +10,8 @@
     DIR/FRAMEWORK.changes.json   what harness/releases/detect.py found
     DIR/FRAMEWORK.commits.json   stage 2's findings (`harness bisect --repo --record`):
                                  the commit each bisected change was found at
+    DIR/FRAMEWORK.confirm.jsonl  the side-by-side samples that confirm or reject each
+                                 flagged change (side_by_side.py, judged by confirm.py)
     DIR/FRAMEWORK.html           the page (harness/releases/page.py)
     DIR/.rounds/FRAMEWORK/round-K.jsonl   the working file of round K: `harness run
                                  --out` appends there, and `--resume` reads it
@@ -158,6 +160,24 @@ def forget(out, framework, version, statuses, keys):
         known.pop(version)
         results.write_json_atomic(envs_path(out, framework), known)
     return count
+
+
+def confirm_path(out, framework):
+    return os.path.join(out, f"{framework}.confirm.jsonl")
+
+
+def release_pythons(records, env_info):
+    """release -> the Python (X.Y.Z) its workers ran: what the records' provenance says,
+    else what its environment was built with (a release with no ok record). The one
+    source of both the detector's "python differs" and the page's environment column."""
+    found = {v: info["python"] for v, info in env_info.items() if (info or {}).get("python")}
+    for record in records:
+        python = (record.get("provenance") or {}).get("python")
+        # an `unavailable` record never reached the release's environment: its provenance
+        # names the Python gradmem runs on, not the release's
+        if python and record.get("version") and record.get("status") != "unavailable":
+            found[record["version"]] = python
+    return found
 
 
 def commits_path(out, framework):

@@ -20,6 +20,7 @@ RELEASES = ("1.7.0", "1.8.0", "1.9.0")
 PROBE = """({
   charts: document.querySelectorAll('.charts svg').length,
   marked: document.querySelectorAll('svg circle.change').length,
+  flagged: document.querySelectorAll('svg circle.flagged').length,
   rows: document.querySelectorAll('#changes tbody tr').length,
   releases: document.querySelectorAll('#releases tbody tr').length,
   starred: [...document.querySelectorAll('#releases tr.differs td.release')].map(e => e.textContent),
@@ -78,7 +79,9 @@ def test_the_page_opens_from_disk_with_the_change_marked(published, tmp_path):
     assert seen["problems"] == []
     value = seen["value"]
     assert value["charts"] == 2 * 8  # 2 workloads x 1 mode x 8 figures
-    assert value["marked"] == 3  # step peak, its backward phase, footprint of chained_dot at 1.9.0
+    # step peak, its backward phase, footprint of chained_dot at 1.9.0: grey rings until the
+    # side-by-side run confirms them (tests/releases/test_confirm.py), red after
+    assert value["marked"] == 0 and value["flagged"] == 3
     assert value["rows"] == 3
     assert value["releases"] == 3 and value["starred"] == ["1.7.0 *"]
     assert value["width"] > 300

@@ -72,3 +72,40 @@ def test_retry_forgets_only_the_retried_statuses_and_cells(tmp_path):
         held = store.read(store.round_path(out, "jax", number))
         assert [(r["version"], r["workload"], r["status"]) for r in held] == [("0.10.2", "chained_dot", "unavailable")]
     assert list(store.read_envs(out, "jax")) == ["0.10.2"]
+
+
+def test_a_release_python_has_one_source_for_the_detector_and_the_page():
+    """The workers' provenance says which Python ran a release; its environment's entry
+    only where no worker ran (an older store's envs.json does not name it); an
+    `unavailable` record names gradmem's own Python, never the release's."""
+    ran = dict(_record("0.11.0"), status="ok")
+    ran["provenance"] = {"python": "3.12.3"}
+    refused = _record("0.12.0")
+    refused["provenance"] = {"python": "3.11.7"}
+    env_info = {"0.10.0": {"python": "3.11.7"}, "0.11.0": {}, "0.12.0": {"python": "3.12.3"}}
+    assert store.release_pythons([ran, refused], env_info) == {
+        "0.10.0": "3.11.7", "0.11.0": "3.12.3", "0.12.0": "3.12.3"}
+
+
+def test_the_page_names_the_python_the_detector_compares(tmp_path):
+    import os
+    import sys
+
+    from harness.releases import detect, page
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "report"))
+    from report_fixtures import MIB, fixture_record
+
+    records = []
+    for release, python, peak in (("0.9.0", "3.11.7", 6), ("0.10.0", "3.11.7", 6), ("0.11.0", "3.12.3", 14)):
+        for number in (1, 2):
+            r = fixture_record("chained_dot", "jax", version=release,
+                               peak_bytes={"forward": 4 * MIB, "backward": peak * MIB, "total": peak * MIB})
+            r["provenance"]["python"] = python
+            r[store.ROUND_KEY] = number
+            records.append(r)
+    env_info = {r: {"versions": {}} for r in ("0.9.0", "0.10.0", "0.11.0")}  # no "python": written by an older gradmem
+    document = detect.report(records, detect.detect(records), "jax", env_info)
+    assert {c["dependencies_differ"]["python"][1] for c in document["changes"]} == {"3.12.3"}
+    html = page.render("jax", records, document, env_info, {})
+    assert html.count("Python 3.12.3") == 1  # the release run by the other Python, in its row

@@ -1,0 +1,276 @@
+"""A flagged change is listed as a change only when a side-by-side re-measure holds it.
+
+The detector (detect.py) flags a change from the sweep's rounds: 2 or 3 per release,
+each release measured after the other. A band of two samples is rough, and a machine
+whose load drifts between one release's rounds and the next's moves every figure of
+the later one: a third of the flagged changes were under 3x their band, and
+TensorFlow's compiled chained_dot "change" at 2.18.0 came out the other way round
+when the two releases were measured side by side.
+
+So each flagged (workload, mode, release pair) is measured again in one run with its
+two releases interleaved, A B A B ... (side_by_side.py: each sample a memory pass in a
+fresh worker, as `harness run` measures), and each flagged figure of the pair is
+judged on those samples alone:
+
+    confirmed      the interleaved medians move the flagged way by more than the grain
+                   (256 KiB for memory) AND the one-sided exact rank-sum test (Mann-Whitney,
+                   ties as mid-ranks) of B's samples against A's gives p <= ALPHA (0.01):
+                   with 5 pairs, at most one of the 25 A-B comparisons out of order
+                   (complete separation is p = 1/252)
+    not confirmed  measured, and it does not hold
+    pending        not measured side by side yet (`harness releases --confirm`)
+    failed         fewer than MIN_SAMPLES ok samples on a side (the cells' messages say why)
+    advisory       time: measured on a shared machine, never confirmed as a change
+
+A pair whose first PAIRS pairs leave a figure *undecided* (the flagged direction, p in
+(ALPHA, UNDECIDED]) is measured on to MAX_PAIRS pairs in the same run: a noisy figure
+gets more samples, a clear one is settled by five. (Looking twice raises the chance of
+confirming a flat pair slightly above ALPHA: at most ALPHA at each look, 0.02 in all.)
+
+A confirmed change a user would act on (`actionable`): its side-by-side move is at
+least ACT_RELATIVE (5 %) of the figure and at least ACT_BYTES (1 MiB). The page and
+docs/releases.md lead with those, one line each; the rest is folded.
+"""
+
+import math
+import statistics
+
+from harness.releases import detect
+
+ALPHA = 0.01
+UNDECIDED = 0.1
+PAIRS = 5
+MAX_PAIRS = 10
+MIN_SAMPLES = 3
+ACT_RELATIVE = 0.05
+ACT_BYTES = detect.MIB
+#: the record keys of a side-by-side sample: the release pair it was measured for
+#: ("before->after") and its pair's number (1..N)
+PAIR_KEY = "confirm_pair"
+INDEX_KEY = "confirm_index"
+STATUSES = ("confirmed", "not confirmed", "pending", "failed", "advisory")
+
+RULE = (f"a flagged change is confirmed when its two releases, measured again interleaved (A B A B ..., "
+        f"{PAIRS} pairs, up to {MAX_PAIRS} where undecided, each a fresh worker), move the flagged way by more "
+        f"than {detect.GRAIN_BYTES // 1024} KiB (median to median) and the one-sided exact rank-sum test gives "
+        f"p <= {ALPHA}; actionable: confirmed and at least {ACT_RELATIVE:.0%} and {ACT_BYTES // detect.MIB} MiB "
+        f"side by side")
+
+
+def pair_label(before, after):
+    return f"{before}->{after}"
+
+
+def group_key(change):
+    """The cells one side-by-side run measures for `change` (a changes.json entry)."""
+    return change["workload"], change["mode"], change["before_release"], change["release"]
+
+
+def large(change):
+    """The sweep's flagged move passes the size rule (what --confirm-scope large measures)."""
+    return _passes_size(change["figure"], change["before"], change["delta"])
+
+
+def _passes_size(figure, before, delta):
+    if detect.FIGURES[figure] != "bytes":
+        return False
+    return abs(delta) >= ACT_BYTES and bool(before) and abs(delta) / abs(before) >= ACT_RELATIVE
+
+
+def midranks_doubled(values):
+    """2 x the mid-rank of each value (integers: ties share the mean of their ranks)."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = i + j + 2  # 2 x mean of the 1-based ranks i+1..j+1
+        i = j + 1
+    return ranks
+
+
+def rank_sum_p(a, b):
+    """P(B's rank sum >= the observed one) when every split of the pooled samples into
+    len(a) and len(b) is equally likely (no change): the exact one-sided Mann-Whitney
+    test that B lies above A, ties as mid-ranks (counted over the splits, so exact)."""
+    ranks = midranks_doubled(list(a) + list(b))
+    observed = sum(ranks[len(a):])
+    k = len(b)
+    counts = [dict() for _ in range(k + 1)]  # counts[j][s]: splits of j ranks summing to s
+    counts[0][0] = 1
+    for rank in ranks:
+        for j in range(k, 0, -1):
+            for total, n in counts[j - 1].items():
+                counts[j][total + rank] = counts[j].get(total + rank, 0) + n
+    return sum(n for total, n in counts[k].items() if total >= observed) / math.comb(len(ranks), k)
+
+
+def judge(a, b, figure, direction):
+    """The verdict on one flagged figure from its side-by-side samples `a` (before) and
+    `b` (after): {"status", "p", "before", "after", "delta", ...}."""
+    a, b = [v for v in a if v is not None], [v for v in b if v is not None]
+    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
+        return {"status": "failed", "before_samples": a, "after_samples": b,
+                "why": f"{min(len(a), len(b))} ok sample(s) on a side; {MIN_SAMPLES} needed"}
+    before, after = statistics.median(a), statistics.median(b)
+    delta = after - before
+    floor = detect.GRAIN_BYTES if detect.FIGURES[figure] == "bytes" else 0.0
+    # the one-sided test in the flagged direction: a move the other way is never confirmed
+    p = rank_sum_p(a, b) if direction == "up" else rank_sum_p([-v for v in a], [-v for v in b])
+    same_way = delta > 0 if direction == "up" else delta < 0
+    holds = same_way and abs(delta) > floor and p <= ALPHA
+    verdict = {
+        "status": "confirmed" if holds else "not confirmed",
+        "before": before, "after": after, "delta": delta,
+        "relative": delta / before if before else None,
+        "p": round(p, 5), "pairs": min(len(a), len(b)),
+        "before_samples": a, "after_samples": b,
+    }
+    if not holds:
+        verdict["why"] = ("moved the other way side by side" if not same_way and delta != 0 else
+                          "no move side by side" if delta == 0 else
+                          f"moved {abs(delta) / detect.MIB:.3f} MiB, within the grain" if abs(delta) <= floor else
+                          f"the samples overlap (p = {p:.3f} > {ALPHA})")
+    return verdict
+
+
+def undecided(verdict):
+    """Worth more pairs: the flagged direction, beyond the grain, but p not small enough yet."""
+    return (verdict["status"] == "not confirmed" and "p" in verdict
+            and verdict["why"].startswith("the samples overlap") and verdict["p"] <= UNDECIDED)
+
+
+def samples(records, key):
+    """{release: [(index, record)]} of the side-by-side records measured for `key`
+    (group_key), in pair order."""
+    workload, mode, before, after = key
+    label = pair_label(before, after)
+    out = {before: [], after: []}
+    for record in records:
+        if (record.get(PAIR_KEY) == label and record.get("workload") == workload and record.get("mode") == mode
+                and detect.release_of(record) in out):
+            out[detect.release_of(record)].append((record.get(INDEX_KEY) or 0, record))
+    for release in out:
+        out[release].sort(key=lambda item: item[0])
+    return out
+
+
+def verdict_of(change, records):
+    """The confirmation of one changes.json entry from the side-by-side `records`."""
+    if change["advisory"]:
+        return {"status": "advisory", "why": "time is measured on a shared machine: shown, never confirmed"}
+    held = samples(records, group_key(change))
+    a_records, b_records = [r for _, r in held[change["before_release"]]], [r for _, r in held[change["release"]]]
+    if not a_records and not b_records:
+        return {"status": "pending", "why": "not measured side by side yet (harness releases --confirm)"}
+    a = [detect.value(r, change["figure"]) for r in a_records]
+    b = [detect.value(r, change["figure"]) for r in b_records]
+    verdict = judge(a, b, change["figure"], change["direction"])
+    failed = [r.get("message", "")[:200] for r in a_records + b_records if r.get("status") != "ok"]
+    if failed:
+        verdict["not_ok"] = failed
+    # the side-by-side run measures with today's gradmem: at one release its figure may
+    # differ from the sweep's by what changed in the harness since (the commits say)
+    commits = sorted({(r.get("provenance") or {}).get("git_commit") or "?" for r in a_records + b_records})
+    verdict["gradmem"] = [c[:12] + ("+dirty" if c.endswith("+dirty") else "") for c in commits]
+    when = [(r.get("provenance") or {}).get("finished_at") for r in a_records + b_records]
+    when = [w for w in when if w]
+    if when:
+        verdict["measured"] = [min(when), max(when)]
+    return verdict
+
+
+def actionable(change):
+    """A confirmed change a user would act on (the size rule, on the side-by-side figures)."""
+    found = change.get("confirmation") or {}
+    return found.get("status") == "confirmed" and _passes_size(change["figure"], found["before"], found["delta"])
+
+
+def attach(document, records):
+    """Each change of `document` (detect.report) with its "confirmation" from the
+    side-by-side `records`, and the document's tally per figure."""
+    for change in document["changes"]:
+        change["confirmation"] = verdict_of(change, records)
+        change["actionable"] = actionable(change)
+    document["confirmation_rule"] = RULE
+    document["tally"] = tally(document["changes"])
+    return document
+
+
+def tally(changes):
+    """{figure: {status: count, "flagged": n, "actionable": n}} and "all"."""
+    out = {}
+    for change in changes:
+        status = (change.get("confirmation") or {}).get("status", "pending")
+        for figure in (change["figure"], "all"):
+            row = out.setdefault(figure, {"flagged": 0, **{s: 0 for s in STATUSES}, "actionable": 0})
+            row["flagged"] += 1
+            row[status] += 1
+            row["actionable"] += bool(change.get("actionable"))
+    return out
+
+
+def by_status(changes):
+    """The changes split for readers: actionable first, then the other confirmed ones,
+    not confirmed, pending, failed, advisory (each in the detector's order)."""
+    groups = {"actionable": [], "confirmed": [], "not confirmed": [], "pending": [], "failed": [], "advisory": []}
+    for change in changes:
+        status = (change.get("confirmation") or {}).get("status", "pending")
+        groups["actionable" if change.get("actionable") else status].append(change)
+    return groups
+
+
+def line(change):
+    """One line for a reader: the series, the release, both runs' figures."""
+    figure, found = change["figure"], change.get("confirmation") or {}
+    sweep = (f"sweep {detect.fmt(figure, change['before'])} -> {detect.fmt(figure, change['after'])} "
+             f"({len(change['before_samples'])}+{len(change['after_samples'])} rounds)")
+    if "before" in found:
+        rel = f" ({found['relative']:+.1%})" if found.get("relative") is not None else ""
+        side = (f"side by side {detect.fmt(figure, found['before'])} -> {detect.fmt(figure, found['after'])}{rel}, "
+                f"{found['pairs']} pairs, p = {found['p']:.3g}")
+    else:
+        side = found.get("why", "not measured side by side")
+    deps = change.get("dependencies_differ") or {}
+    differ = ("; " + ", ".join(f"{d} {a} -> {b}" for d, (a, b) in deps.items()) + " differ") if deps else ""
+    return (f"{change['workload']} {change['mode']} {figure}: {change['before_release']} -> {change['release']}: "
+            f"{side}; {sweep}{differ}")
+
+
+def summary(document):
+    """Lines for the terminal: flagged vs confirmed per figure, then the actionable changes."""
+    lines = []
+    order = list(detect.FIGURES) + ["all"]
+    for figure, row in sorted(document.get("tally", {}).items(), key=lambda item: order.index(item[0])):
+        lines.append(f"{figure}: flagged {row['flagged']}, confirmed {row['confirmed']} ({row['actionable']} "
+                     f"actionable), not confirmed {row['not confirmed']}, pending {row['pending']}"
+                     + (f", failed {row['failed']}" if row["failed"] else "")
+                     + (f", advisory {row['advisory']}" if row["advisory"] else ""))
+    lines += [f"actionable: {text}" for text, _ in lead_lines(by_status(document["changes"])["actionable"])]
+    return "\n".join(lines)
+
+
+def lead_lines(changes):
+    """One line per (workload, mode, release pair) of `changes`: its first figure in the
+    page's order with both runs' figures, the other figures that moved with it named
+    with their side-by-side moves ([(line, the change the line leads with)])."""
+    groups = {}
+    for change in changes:
+        groups.setdefault(group_key(change), []).append(change)
+    order = list(detect.FIGURES)
+    out = []
+    for members in groups.values():
+        members = sorted(members, key=lambda c: order.index(c["figure"]))
+        first, rest = members[0], members[1:]
+        also = ", ".join(f"{c['figure']} {_move(c)}" for c in rest)
+        out.append((line(first) + (f"; also moved: {also}" if also else ""), first))
+    return out
+
+
+def _move(change):
+    found = change.get("confirmation") or {}
+    delta = found.get("delta", change["delta"])
+    return f"{delta / detect.MIB:+.2f} MiB" if detect.FIGURES[change["figure"]] == "bytes" else f"{delta:+.4f} s"

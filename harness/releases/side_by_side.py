@@ -1,0 +1,168 @@
+"""The flagged release pairs measured again, their two releases interleaved: A B A B ...
+
+One `harness releases --confirm` run. For each flagged (workload, mode, before, after)
+of a store's changes (confirm.py judges them), the cell of `before` and the cell of
+`after` alternate, pair after pair, each sample the sweep's own memory pass in a fresh
+worker (its reference gradient first, as the sweep; no time pass: the confirmation
+judges memory figures only). Interleaving is the point: a load that drifts
+during the run moves both releases alike, where the sweep measured one release's
+rounds, then the next's. Every sample is appended at once to FRAMEWORK.confirm.jsonl
+(compacted like the store's records, tagged with its pair), so an interrupted run
+resumes where it stopped and a run with more --pairs adds pairs to the ones held.
+"""
+
+import os
+import shutil
+import tempfile
+
+from harness import interrupts, results
+from harness.releases import confirm, detect, store
+from harness.sweep import plan as cells
+from harness.sweep.cell_runner import Options
+from harness.versions import envs, index
+
+
+def wanted(document, scope="all", workloads_=None, modes=None, first=None, last=None):
+    """{group key: [its flagged memory changes]} to confirm, in release order. scope
+    "large": only the release pairs where some flagged move passes the size rule
+    (confirm.large); every flagged figure of a pair measured is judged (one sample
+    serves them all), and any of them left undecided gets the further pairs."""
+    lo = index.parse(first) if first else None
+    hi = index.parse(last) if last else None
+    found = {}
+    for change in document["changes"]:
+        if change["advisory"]:
+            continue
+        if workloads_ and change["workload"] not in workloads_ or modes and change["mode"] not in modes:
+            continue
+        if lo is not None and index.parse(change["before_release"]) < lo:
+            continue
+        if hi is not None and index.parse(change["release"]) > hi:
+            continue
+        found.setdefault(confirm.group_key(change), []).append(change)
+    if scope == "large":
+        found = {key: changes for key, changes in found.items() if any(confirm.large(c) for c in changes)}
+    return dict(sorted(found.items(), key=lambda item: (index.sort_key(item[0][2]), index.sort_key(item[0][3]),
+                                                        item[0][0], item[0][1])))
+
+
+def memory_passes(workdir, options):
+    """measure(cells) -> iterator of (cell, record): each cell's memory pass in a fresh
+    worker, exactly as the sweep's (after its workload's reference gradient: the
+    gradient check runs inside the memory pass, between the first step and the steady
+    ones, and what it leaves on the heap is part of the retained figure the sweep
+    flagged), but no time pass."""
+    from harness.sweep.cell_runner import CellRunner, CellState
+    from harness.sweep.executor import LocalExecutor
+
+    runner = CellRunner(workdir, options)
+    executor = LocalExecutor(workdir, slots=1)
+
+    def one(task):
+        executor.submit(task)
+        [(_, outcome)] = list(executor.outcomes())  # a signal here kills the worker
+        return outcome
+
+    def measure(cells):
+        for number, cell in enumerate(cells):
+            state = runner.start(number, cell)
+            if not isinstance(state, CellState):  # unavailable here: decided without a worker
+                yield cell, state
+                continue
+            task = runner.reference_task(cell)  # once per workload of the run
+            if task is not None:
+                runner.reference_done(task, one(task))
+            yield cell, runner.memory_record(state, one(runner.memory_task(state)))
+
+    def close():
+        executor.cancel_all()
+        executor.close()
+
+    measure.close = close
+    return measure
+
+
+class SideBySide:
+    def __init__(self, out, framework, size, dtype, timeout_s=600.0, keep_envs=False, measure=None, say=print):
+        self.out, self.framework, self.size, self.dtype = out, framework, size, dtype
+        self.timeout_s, self.keep_envs, self.say = timeout_s, keep_envs, say
+        self.measure = measure  # None: memory_passes in a scratch directory
+        self.measures = {}  # with/without the prediction -> memory_passes (one runner each: a reference gradient per workload)
+        self.path = store.confirm_path(out, framework)
+        self.held = store.read(self.path)
+        root = envs.cache_root()
+        self.cached_before = set(os.listdir(root)) if os.path.isdir(root) else set()
+
+    def cell(self, workload, mode, release):
+        [found] = cells.expand([workload], [(self.framework, release)], [self.size], [self.dtype], ["cpu"], [mode])
+        return found
+
+    def run(self, groups, pairs=confirm.PAIRS, max_pairs=confirm.MAX_PAIRS):
+        """Measure `groups` (wanted()); returns how many samples were measured."""
+        workdir = None
+        measured = 0
+        last_use = {}
+        for number, key in enumerate(groups):
+            for release in key[2:]:
+                last_use[release] = number
+        try:
+            with interrupts.deferred():
+                workdir = tempfile.mkdtemp(prefix="gradmem-confirm-")
+            for number, (key, changes) in enumerate(groups.items(), 1):
+                measured += self._confirm_group(key, changes, pairs, max_pairs, workdir, f"[{number}/{len(groups)}]")
+                self._prune([r for r, n in last_use.items() if n == number - 1])
+        finally:
+            for measure in self.measures.values():
+                getattr(measure, "close", lambda: None)()
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
+        return measured
+
+    def _confirm_group(self, key, changes, pairs, max_pairs, workdir, where):
+        workload, mode, before, after = key
+        target, measured = pairs, 0
+        while True:
+            measured += self._measure_pairs(key, target, changes, workdir)
+            verdicts = [(c, confirm.verdict_of(c, self.held)) for c in changes]
+            if target < max_pairs and any(confirm.undecided(v) for _, v in verdicts):
+                target = max_pairs
+                continue
+            break
+        for change, verdict in verdicts:
+            self.say(f"{where} {confirm.line(dict(change, confirmation=verdict))}: {verdict['status']}", flush=True)
+        return measured
+
+    def _measure_pairs(self, key, target, changes, workdir):
+        """The samples pairs 1..target lack, A then B within each pair."""
+        workload, mode, before, after = key
+        held = confirm.samples(self.held, key)
+        have = {release: {i for i, _ in held[release]} for release in (before, after)}
+        todo = [(i, release) for i in range(1, target + 1) for release in (before, after) if i not in have[release]]
+        if not todo:
+            return 0
+        predicted = any(c["figure"] == "predicted" for c in changes)  # the prediction costs a compile a cell
+        if self.measure is None and predicted not in self.measures:
+            options = Options(warmup=1, repeat=3, time_budget_s=1.0, timeout_s=self.timeout_s, prediction=predicted)
+            self.measures[predicted] = memory_passes(workdir, options)
+        measure = self.measure or self.measures[predicted]
+        plan = [self.cell(workload, mode, release) for _, release in todo]
+        count = 0
+        for (i, release), (_, record) in zip(todo, measure(plan)):
+            tagged = dict(store.compact(record), **{confirm.PAIR_KEY: confirm.pair_label(before, after),
+                                                    confirm.INDEX_KEY: i})
+            with interrupts.deferred():  # a sample is written whole
+                results.append_record(self.path, tagged)
+            self.held.append(tagged)
+            count += 1
+        return count
+
+    def _prune(self, releases):
+        """Remove the environments this run built for `releases` (their last pair is done)."""
+        if self.keep_envs:
+            return
+        for release in releases:
+            paths = {(r.get("provenance") or {}).get("framework_env") for r in self.held
+                     if detect.release_of(r) == release}
+            for path in paths - {None}:
+                if os.path.basename(path) not in self.cached_before and os.path.isdir(path):
+                    envs.remove(path)

@@ -1,0 +1,222 @@
+"""A flagged change is listed only when the side-by-side re-measure holds it.
+
+The store is planted (tests/report/report_fixtures.py records, no environment built, no
+network): its 2-round sweep flags two changes. The re-measure is a fake measurer
+standing in for the memory passes, whose figures drift with the time of measuring as
+a loaded machine's do: the sweep measured 1.7.0's rounds, then 1.8.0's, so the drift
+alone made 1.8.0 look 0.5 MiB higher; interleaved, the drift falls on both releases
+alike and the flat pair is not confirmed, while 1.9.0's real +8 MiB is."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from harness import cli
+from harness.releases import confirm, detect, side_by_side
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "report"))
+from report_fixtures import MIB, fixture_record, write_jsonl  # noqa: E402
+
+DRIFT = 100 * 1024  # bytes the figure rises per measurement (the machine's load creeping up)
+REAL = {"1.7.0": 0, "1.8.0": 0, "1.9.0": 8 * MIB}  # what each release really adds to the step peak
+
+
+def record(release, peak, **extra):
+    found = fixture_record("chained_dot", "autograd", version=release,
+                           peak_bytes={"forward": 4 * MIB, "backward": peak, "total": peak}, **extra)
+    found["provenance"]["versions"]["autograd"] = release
+    return found
+
+
+def planted_sweep():
+    """2 rounds a release, the releases one after another under the drift: the detector
+    flags 1.7.0 -> 1.8.0 (rounds 6.00, 6.10 then 6.50, 6.60 MiB: apart by more than
+    the grain) and 1.8.0 -> 1.9.0 (+8 MiB)."""
+    out, clock = [], 0
+    for release in REAL:
+        for number in (1, 2):
+            out.append(dict(record(release, 6 * MIB + REAL[release] + clock * DRIFT), release_round=number))
+            clock += 1
+        clock += 3  # the next release's environment is built in between
+    return out
+
+
+class DriftingMeasurer:
+    """measure(cells) -> (cell, record): the release's real figure plus the drift so far."""
+
+    def __init__(self):
+        self.clock = 0
+        self.measured = []
+
+    def __call__(self, cells):
+        for cell in cells:
+            self.measured.append(cell["version"])
+            yield cell, record(cell["version"], 6 * MIB + REAL[cell["version"]] + self.clock * DRIFT)
+            self.clock += 1
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    out = tmp_path / "releases"
+    out.mkdir()
+    write_jsonl(out / "autograd.jsonl", planted_sweep())
+    (out / "autograd.envs.json").write_text(json.dumps({r: {"versions": {"autograd": r}} for r in REAL}))
+    measurer = DriftingMeasurer()
+    monkeypatch.setattr(side_by_side, "memory_passes", lambda workdir, options: measurer)
+    return out, measurer
+
+
+def confirm_store(out, *extra):
+    return cli.main(["releases", "--framework", "autograd", "--out", str(out), "--confirm", *extra])
+
+
+def flagged(out, figure="step_peak"):
+    document = json.loads((out / "autograd.changes.json").read_text())
+    return {(c["before_release"], c["release"]): c for c in document["changes"] if c["figure"] == figure}, document
+
+
+def test_the_sweep_flags_both_before_confirmation(store):
+    out, measurer = store
+    assert cli.main(["releases", "--framework", "autograd", "--out", str(out), "--page-only"]) == 0
+    changes, document = flagged(out)
+    assert set(changes) == {("1.7.0", "1.8.0"), ("1.8.0", "1.9.0")}  # the drift passed for a change
+    assert {c["confirmation"]["status"] for c in changes.values()} == {"pending"}
+    assert measurer.measured == []
+
+
+def test_a_drifted_flat_pair_is_not_confirmed_and_a_real_change_is(store, capsys):
+    out, measurer = store
+    assert confirm_store(out) == 0
+    # interleaved in one run: A B A B ..., 5 pairs for each flagged release pair
+    assert measurer.measured == ["1.7.0", "1.8.0"] * 5 + ["1.8.0", "1.9.0"] * 5
+    changes, document = flagged(out)
+    flat, real = changes[("1.7.0", "1.8.0")]["confirmation"], changes[("1.8.0", "1.9.0")]["confirmation"]
+    # side by side each B was measured one step after its A: 100 KiB of drift, under the grain
+    assert flat["status"] == "not confirmed" and flat["delta"] == DRIFT and flat["pairs"] == 5
+    assert "within the grain" in flat["why"]
+    # the real change: every 1.9.0 sample above every 1.8.0 one (p = 1/252), +8 MiB + one drift step
+    assert real["status"] == "confirmed" and real["delta"] == 8 * MIB + DRIFT and real["p"] == pytest.approx(1 / 252, abs=1e-5)
+    assert changes[("1.8.0", "1.9.0")]["actionable"]  # +8 MiB on 6 MiB: past 5 % and 1 MiB
+    assert not changes[("1.7.0", "1.8.0")]["actionable"]
+    assert document["tally"]["step_peak"] == {"flagged": 2, "confirmed": 1, "not confirmed": 1, "pending": 0,
+                                              "failed": 0, "advisory": 0, "actionable": 1}
+    said = capsys.readouterr().out
+    assert "step_peak: flagged 2, confirmed 1 (1 actionable), not confirmed 1" in said
+    # the page leads with the one actionable change; the rejected one is folded, its ring gone
+    page = (out / "autograd.html").read_text()
+    lead = page.index("Confirmed changes a user would act on (1)")
+    assert lead < page.index("chained_dot eager step_peak: 1.8.0 -&gt; 1.9.0: side by side") < page.index("<details>")
+    assert "Not confirmed: flagged by the sweep&#x27;s rounds, not held side by side (3)" in page
+    # a red ring per confirmed change, none for the rejected ones (nor a grey "flagged" one)
+    assert page.count('<circle class="change"') == len([c for c in document["changes"]
+                                                         if c["confirmation"]["status"] == "confirmed"]) == 3
+    assert page.count('<circle class="flagged"') == 0
+    # the store keeps the confirmation's samples, tagged with their pair
+    held = [json.loads(line) for line in (out / "autograd.confirm.jsonl").read_text().splitlines()]
+    assert [(r["confirm_pair"], r["confirm_index"], r["version"]) for r in held[:4]] == [
+        ("1.7.0->1.8.0", 1, "1.7.0"), ("1.7.0->1.8.0", 1, "1.8.0"), ("1.7.0->1.8.0", 2, "1.7.0"),
+        ("1.7.0->1.8.0", 2, "1.8.0")]
+
+
+def test_confirm_resumes_and_more_pairs_adds_to_those_held(store):
+    out, measurer = store
+    assert confirm_store(out, "--workload", "chained_dot", "--from", "1.8.0") == 0
+    assert measurer.measured == ["1.8.0", "1.9.0"] * 5  # --from narrows to the pairs from 1.8.0 on
+    assert confirm_store(out, "--from", "1.8.0") == 0
+    assert measurer.measured == ["1.8.0", "1.9.0"] * 5  # held: nothing measured again
+    assert confirm_store(out, "--from", "1.8.0", "--pairs", "7", "--max-pairs", "7") == 0
+    assert measurer.measured == ["1.8.0", "1.9.0"] * 7
+    changes, _ = flagged(out)
+    assert changes[("1.8.0", "1.9.0")]["confirmation"]["pairs"] == 7
+    assert changes[("1.7.0", "1.8.0")]["confirmation"]["status"] == "pending"
+
+
+def test_scope_large_confirms_only_changes_past_the_size_rule(store):
+    out, measurer = store
+    assert confirm_store(out, "--confirm-scope", "large") == 0
+    assert measurer.measured == ["1.8.0", "1.9.0"] * 5  # the 0.5 MiB flagged move is under 1 MiB
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--confirm-scope", "some"], "unknown confirm scope 'some'"),
+    (["--pairs", "2"], "--pairs must be >= 3"),
+    (["--page-only"], "--confirm measures an existing store's flagged changes"),
+])
+def test_bad_confirm_options_exit_2(store, capsys, extra, says):
+    out, measurer = store
+    assert confirm_store(out, *extra) == 2
+    assert says in capsys.readouterr().err and measurer.measured == []
+
+
+def test_the_rank_sum_test_is_exact():
+    # complete separation of 5 and 5: one split of the 252 is as extreme
+    assert confirm.rank_sum_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(1 / 252)
+    assert confirm.rank_sum_p([6, 7, 8, 9, 10], [1, 2, 3, 4, 5]) == 1.0  # the other way: no evidence of "up"
+    assert confirm.rank_sum_p([3] * 5, [3] * 5) == 1.0  # all tied: every split gives the same sum
+    # one swap (a 5.5 among the B's): 2 splits of 252 at least as extreme
+    assert confirm.rank_sum_p([1, 2, 3, 4, 6], [5, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+
+
+def test_a_move_the_other_way_side_by_side_is_not_confirmed():
+    verdict = confirm.judge([10 * MIB] * 5, [8 * MIB] * 5, "step_peak", "up")
+    assert verdict["status"] == "not confirmed" and verdict["why"] == "moved the other way side by side"
+    assert confirm.judge([1.0, 1.1, 1.2], [5.0], "step_peak", "up")["status"] == "failed"
+    assert detect.FIGURES["time"] == "seconds"  # time is never confirmed: the verdict says advisory
+    assert confirm.verdict_of({"advisory": True}, [])["status"] == "advisory"
+
+
+def test_a_noisy_flat_pair_overlaps_and_is_not_confirmed():
+    # JAX eager tiny_nerf's step peak, as two sweeps of one commit read it (23.25 and 24.96 MiB):
+    # scatter beyond the grain, the same for both releases, so their samples interleave
+    a = [23.25 * MIB, 24.96 * MIB, 23.90 * MIB, 24.50 * MIB, 23.40 * MIB]
+    b = [24.30 * MIB, 23.30 * MIB, 24.90 * MIB, 23.60 * MIB, 24.45 * MIB]  # median +0.4 MiB
+    verdict = confirm.judge(a, b, "step_peak", "up")
+    assert verdict["status"] == "not confirmed" and verdict["why"].startswith("the samples overlap")
+    assert verdict["p"] > 0.1 and not confirm.undecided(verdict)
+
+
+def test_an_undecided_figure_is_measured_on_to_max_pairs(tmp_path):
+    """A real 1.5 MiB move under 1-2 MiB of scatter: five pairs overlap (p = 0.07), ten settle it."""
+    noise_a = [0, 2, 1, 3, 0.5, 1, 0, 2, 0.5, 1.5]
+    noise_b = [2, 1.5, 3, 4, 2.5, 3, 3.5, 2, 4, 3]
+    seen = {"1.8.0": iter(noise_a), "1.9.0": iter(noise_b)}
+
+    def measure(cells):
+        for cell in cells:
+            yield cell, record(cell["version"], int(20 * MIB + next(seen[cell["version"]]) * MIB))
+
+    change = {"workload": "chained_dot", "mode": "eager", "figure": "step_peak", "before_release": "1.8.0",
+              "release": "1.9.0", "before": 21 * MIB, "after": 23 * MIB, "delta": 2 * MIB, "direction": "up",
+              "advisory": False, "before_samples": [0, 0], "after_samples": [0, 0]}
+    said = []
+    runner = side_by_side.SideBySide(str(tmp_path), "autograd", "tiny", "float32", measure=measure,
+                                     say=lambda *a, **k: said.append(a[0]))
+    assert runner.run({confirm.group_key(change): [change]}, pairs=5, max_pairs=10) == 20
+    verdict = confirm.verdict_of(change, runner.held)
+    assert verdict["status"] == "confirmed" and verdict["pairs"] == 10 and verdict["p"] < 0.001
+    assert said and said[0].endswith(": confirmed")
+
+
+def test_the_real_memory_passes_measure_as_the_sweep_does(tmp_path):
+    """The side-by-side runner's pass is the sweep's memory pass: a fresh worker after the
+    workload's reference gradient (the gradient check runs inside it), no time pass.
+    The installed autograd stands in for a release (no environment built)."""
+    from harness.sweep import plan
+    from harness.sweep.cell_runner import Options
+
+    [cell] = plan.expand(["chained_dot"], [("autograd", None)], ["tiny"], ["float32"], ["cpu"], ["eager"])
+    measure = side_by_side.memory_passes(str(tmp_path), Options(timeout_s=300, prediction=False))
+    try:
+        found = [record for _, record in measure([cell, cell])]
+    finally:
+        measure.close()
+    assert [r["status"] for r in found] == ["ok", "ok"], [r.get("message") for r in found]
+    for r in found:
+        assert r["provenance"]["reference_gradient"].startswith("reference engine")  # checked, as in the sweep
+        assert r["grad_rel_err"] is not None and r["grad_rel_err"] < 1e-3
+        assert r["time_s"] is None  # no time pass
+        assert r["peak_bytes"]["total"] > 0
+    # two fresh workers of one cell: a deterministic engine repeats within the 256 KiB grain
+    assert abs(found[0]["peak_bytes"]["total"] - found[1]["peak_bytes"]["total"]) <= detect.GRAIN_BYTES
