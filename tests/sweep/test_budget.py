@@ -133,9 +133,10 @@ class Runner(CellRunner):
 
 def pass_seconds(task):
     """(set-up s, measured s) of a pass in the simulation: the recorded CUDA table's walls
-    (a time pass's set-up is its recorded load_s), a reference gradient 2 s."""
+    (a time pass's set-up is its recorded load_s), a reference gradient as the budget
+    expects it."""
     if task.job["kind"] == "reference_gradient":
-        return 0.0, 2.0
+        return 0.0, budget.REFERENCE_GRADIENT_S[task.job["cell"]["size"]]
     cost = CostTable().cost(task.job["cell"])
     return (0.0, cost.memory_s) if task.job["kind"] == "memory" else (cost.setup_s, cost.alone_s)
 
