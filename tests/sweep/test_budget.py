@@ -290,6 +290,15 @@ def test_cuda_memory_passes_run_alone_when_nvml_answers_for_the_whole_device():
     assert "whole device" in notes[-1]["reason"]
 
 
+def test_cuda_sweeps_default_to_one_memory_pass_per_two_cpus_and_at_most_eight(monkeypatch):
+    monkeypatch.setattr(schedule.os, "cpu_count", lambda: 16)
+    assert schedule.default_jobs(per_job=1, cuda=True, threads=2) == 8  # a 16-core GPU host
+    assert schedule.default_jobs(per_job=1, cuda=True, threads=4) == 4
+    monkeypatch.setattr(schedule.os, "cpu_count", lambda: 64)
+    assert schedule.default_jobs(per_job=1, cuda=True, threads=2) == schedule.CUDA_JOBS == 8
+    assert schedule.default_jobs(per_job=1) == 64  # CPU cells: one per CPU, as before
+
+
 class FakePynvml:
     """pynvml's few calls NvmlSampler makes, for a device that lists `pids`."""
 
