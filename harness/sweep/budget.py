@@ -206,7 +206,7 @@ class Budget:
         self.deadline = self.started + self.seconds
         self.references = set()  # (workload, size, dtype) whose reference gradient is counted
         self.left_out = []  # cells not started: not expected to finish in time
-        self.admitted = 0  # cells started
+        self.begun = []  # the cells started (`start`), in order
 
     def plan(self, runnable, unavailable=0):
         """Print what is expected to fit of the cells that will run (`runnable`)."""
@@ -236,7 +236,7 @@ class Budget:
     def start(self, cell):
         """`cell` starts: its reference gradient is counted from now on."""
         self.references.add((cell["workload"], cell["size"], cell["dtype"]))
-        self.admitted += 1
+        self.begun.append(cell)
 
     def leave_out(self, cell):
         """`cell` will not start in this sweep: it is left for --resume."""
