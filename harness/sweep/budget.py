@@ -54,6 +54,7 @@ RECORDED_CUDA = {
 }
 RECORDED_CUDA_SOURCE = "recorded CUDA cells (NVIDIA H200, 2026-11-26)"
 LEARNED_SOURCE = "records of this sweep, its --out or --costs"
+OTHER_SIZE_SOURCE = "the same framework and mode at another size (x1.5 from a smaller one)"
 
 #: a cell nothing is known about: as long as the slowest recorded CUDA cell (JAX eager
 #: tiny_nerf small, 25.7 s + 23.9 s), so an unknown cell is not started on a hope
@@ -184,7 +185,7 @@ class CostTable:
             near = self._known((device, framework, mode, other)) if other != size else None
             if near is not None:
                 factor = LARGER_SIZE_FACTOR if SIZE_RANK.get(size, 0) > SIZE_RANK[other] else 1.0
-                return near.scaled(factor, f"the same framework and mode at another size (x{factor:g} if larger)")
+                return near.scaled(factor, OTHER_SIZE_SOURCE)
         peers = [c for k in set(self.learned) | set(self.recorded) if k[0] == device and k[2:] == (mode, size)
                  for c in [self._known(k)]]
         if peers:
