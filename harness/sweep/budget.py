@@ -52,7 +52,7 @@ RECORDED_CUDA = {
     ("torch", "eager", "paper"): (8.64, 2.54, 0.47, 2),
     ("torch", "eager", "small"): (7.63, 2.24, 0.46, 7),
 }
-RECORDED_CUDA_SOURCE = "recorded CUDA cells (NVIDIA H200, 2026-11-26)"
+RECORDED_CUDA_SOURCE = "recorded CUDA cells (NVIDIA H200, 2026-11-26: harness/sweep/budget.py RECORDED_CUDA)"
 LEARNED_SOURCE = "records of this sweep, its --out or --costs"
 OTHER_SIZE_SOURCE = "the same framework and mode at another size (x1.5 from a smaller one)"
 
