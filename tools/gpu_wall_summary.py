@@ -66,7 +66,10 @@ def summarize(out_dir, script_wall=None):
         passes, sweep = [], None
         with open(log, encoding="utf-8") as handle:
             for line in handle:
-                entry = json.loads(line)
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a killed sweep
                 if "sweep" in entry:
                     sweep = entry["sweep"]
                 else:

@@ -52,8 +52,9 @@ RECORDED_CUDA = {
     ("torch", "eager", "paper"): (8.64, 2.54, 0.47, 2),
     ("torch", "eager", "small"): (7.63, 2.24, 0.46, 7),
 }
-RECORDED_CUDA_SOURCE = "recorded CUDA cells (NVIDIA H200, 2026-11-26)"
+RECORDED_CUDA_SOURCE = "recorded CUDA cells (NVIDIA H200, 2026-11-26: harness/sweep/budget.py RECORDED_CUDA)"
 LEARNED_SOURCE = "records of this sweep, its --out or --costs"
+OTHER_SIZE_SOURCE = "the same framework and mode at another size (x1.5 from a smaller one)"
 
 #: a cell nothing is known about: as long as the slowest recorded CUDA cell (JAX eager
 #: tiny_nerf small, 25.7 s + 23.9 s), so an unknown cell is not started on a hope
@@ -62,9 +63,11 @@ DEFAULT_COST = (26.0, 24.0, 2.0)
 #: (recorded CUDA cells: paper/small 0.8-1.1 for torch, the reference and JAX eager,
 #: whose walls are start-up and compiling more than arithmetic; 1.5 leaves room)
 LARGER_SIZE_FACTOR = 1.5
-#: the reference gradient of a (workload, size, dtype), once per sweep (CPU, float64;
-#: measured on the 2-core development machine: 1-3 s at small)
-REFERENCE_GRADIENT_S = {"tiny": 1.0, "small": 3.0, "paper": 10.0}
+#: the reference gradient of a (workload, size, dtype), once per sweep (the reference
+#: engine on the CPU in float64, 2 threads): on the H200 host under 1 s at small and 4 s
+#: for tiny_nerf paper (the gaps between its records' timestamps); on the loaded 2-core
+#: development machine 2-12 s at small and 32-312 s at paper (seq2seq_attention)
+REFERENCE_GRADIENT_S = {"tiny": 1.0, "small": 2.0, "paper": 15.0}
 #: what starting, reading and recording a pass costs beyond its worker's own wall time
 #: (the H200 run: 160 s of sweep for 150 s of worker walls over 10 cells and 2 gradients)
 PASS_OVERHEAD_S = 0.5
@@ -182,7 +185,7 @@ class CostTable:
             near = self._known((device, framework, mode, other)) if other != size else None
             if near is not None:
                 factor = LARGER_SIZE_FACTOR if SIZE_RANK.get(size, 0) > SIZE_RANK[other] else 1.0
-                return near.scaled(factor, f"the same framework and mode at another size (x{factor:g} if larger)")
+                return near.scaled(factor, OTHER_SIZE_SOURCE)
         peers = [c for k in set(self.learned) | set(self.recorded) if k[0] == device and k[2:] == (mode, size)
                  for c in [self._known(k)]]
         if peers:
@@ -204,7 +207,7 @@ class Budget:
         self.deadline = self.started + self.seconds
         self.references = set()  # (workload, size, dtype) whose reference gradient is counted
         self.left_out = []  # cells not started: not expected to finish in time
-        self.admitted = 0  # cells started
+        self.begun = []  # the cells started (`start`), in order
 
     def plan(self, runnable, unavailable=0):
         """Print what is expected to fit of the cells that will run (`runnable`)."""
@@ -234,7 +237,7 @@ class Budget:
     def start(self, cell):
         """`cell` starts: its reference gradient is counted from now on."""
         self.references.add((cell["workload"], cell["size"], cell["dtype"]))
-        self.admitted += 1
+        self.begun.append(cell)
 
     def leave_out(self, cell):
         """`cell` will not start in this sweep: it is left for --resume."""

@@ -262,20 +262,6 @@ class Progress:
             sys.stderr.write(text + "\n")
         sys.stderr.flush()
 
-    def make_budget(self):
-        """The --budget clock, started with the sweep, its costs learned from --out's
-        records and --costs' beside the built-in table."""
-        args, records = self.args, []
-        for path in (args.out, args.costs):
-            if path:
-                try:  # only the cell's keys and its walls are read: any schema will do
-                    records.extend(results.scan_records(path, check=False)[0])
-                except results.RecordFileError:
-                    pass  # no --out yet; --costs was checked in plan()
-        costs = budget.CostTable(budget.learn(records))
-        return budget.Budget(args.budget, costs, jobs=self.jobs, started=self.started,
-                             report=lambda line: say(line, args.quiet))
-
     def pass_started(self, task):
         """The executor started `task` (a pass of some cell)."""
         cell = task.job.get("cell")
@@ -440,8 +426,8 @@ class Sweep:
         left = len(self.todo) - len(self.finished)
         if not left:
             return ""
-        ran = sum(1 for record in self.finished.values() if record["status"] != "unavailable")
-        killed = self.budget.admitted - ran  # started, not finished: killed at the budget
+        recorded = {id(self.todo[index]) for index in self.finished}
+        killed = sum(1 for cell in self.budget.begun if id(cell) not in recorded)  # at the budget
         parts = []
         if self.budget.left_out:
             parts.append(f"{len(self.budget.left_out)} not started: not expected to end in time")

@@ -133,9 +133,10 @@ class Runner(CellRunner):
 
 def pass_seconds(task):
     """(set-up s, measured s) of a pass in the simulation: the recorded CUDA table's walls
-    (a time pass's set-up is its recorded load_s), a reference gradient 2 s."""
+    (a time pass's set-up is its recorded load_s), a reference gradient as the budget
+    expects it."""
     if task.job["kind"] == "reference_gradient":
-        return 0.0, 2.0
+        return 0.0, budget.REFERENCE_GRADIENT_S[task.job["cell"]["size"]]
     cost = CostTable().cost(task.job["cell"])
     return (0.0, cost.memory_s) if task.job["kind"] == "memory" else (cost.setup_s, cost.alone_s)
 
@@ -242,7 +243,7 @@ def test_a_cell_slower_than_its_estimate_is_killed_at_the_budget_and_gets_no_rec
     records, tally, gpu = sweep(todo, seconds=60, walls=slow_second_cell)
     assert [r["workload"] for r in records] == [todo[0]["workload"]]
     assert gpu.killed and gpu.clock.now == pytest.approx(60)  # stopped at the budget, not after
-    assert tally.admitted == 2
+    assert len(tally.begun) == 2
 
 
 def test_resume_runs_exactly_the_cells_the_budget_left():
@@ -287,6 +288,15 @@ def test_cuda_memory_passes_run_alone_when_nvml_answers_for_the_whole_device():
     notes = [r["provenance"]["cuda_concurrency"] for r in records]
     assert all(note["memory_pass"] == "alone" for note in notes)
     assert "whole device" in notes[-1]["reason"]
+
+
+def test_cuda_sweeps_default_to_one_memory_pass_per_two_cpus_and_at_most_eight(monkeypatch):
+    monkeypatch.setattr(schedule.os, "cpu_count", lambda: 16)
+    assert schedule.default_jobs(per_job=1, cuda=True, threads=2) == 8  # a 16-core GPU host
+    assert schedule.default_jobs(per_job=1, cuda=True, threads=4) == 4
+    monkeypatch.setattr(schedule.os, "cpu_count", lambda: 64)
+    assert schedule.default_jobs(per_job=1, cuda=True, threads=2) == schedule.CUDA_JOBS == 8
+    assert schedule.default_jobs(per_job=1) == 64  # CPU cells: one per CPU, as before
 
 
 class FakePynvml:
