@@ -166,12 +166,15 @@ class Scatter:
 # ---- elementwise, broadcasting; either operand may be a Python scalar ------------------
 
 
-@primitive(n_arrays=2, remakeable=True)
+# `writes_into`: the same forward writing into a given buffer (tape.donated)
+
+
+@primitive(n_arrays=2, remakeable=True, writes_into=lambda x, y, out: xp_of(x, y).add(x, y, out=out))
 def add(x, y):
     return xp_of(x, y).add(x, y)
 
 
-@primitive(n_arrays=2, remakeable=True)
+@primitive(n_arrays=2, remakeable=True, writes_into=lambda x, y, out: xp_of(x, y).subtract(x, y, out=out))
 def sub(x, y):
     return xp_of(x, y).subtract(x, y)
 
@@ -230,12 +233,12 @@ defvjp(div, _div_vjp_x, _div_vjp_y)
 # ---- unary ---------------------------------------------------------------------------
 
 
-@primitive(remakeable=True)
+@primitive(remakeable=True, writes_into=lambda x, out: xp_of(x).negative(x, out=out))
 def neg(x):
     return xp_of(x).negative(x)
 
 
-@primitive()
+@primitive(writes_into=lambda x, out: xp_of(x).exp(x, out=out))
 def exp(x):
     return xp_of(x).exp(x)
 
@@ -245,17 +248,17 @@ def log(x):
     return xp_of(x).log(x)
 
 
-@primitive()
+@primitive(writes_into=lambda x, out: xp_of(x).sqrt(x, out=out))
 def sqrt(x):
     return xp_of(x).sqrt(x)
 
 
-@primitive()
+@primitive(writes_into=lambda x, out: xp_of(x).tanh(x, out=out))
 def tanh(x):
     return xp_of(x).tanh(x)
 
 
-@primitive()
+@primitive(writes_into=lambda x, out: _sigmoid(x, out=out))
 def sigmoid(x):
     # 1/(1+exp(-x)) overflows for x << 0; this identity does not, in one buffer.
     return _sigmoid(x)
@@ -272,7 +275,7 @@ def _sigmoid_numpy(x, out=None):
 _sigmoid = Fused("sigmoid", ("x",), "(tanh(x * 0.5) + 1) * 0.5", _sigmoid_numpy)
 
 
-@primitive()
+@primitive(writes_into=lambda x, out: xp_of(x).maximum(x, 0, out=out))
 def relu(x):
     return xp_of(x).maximum(x, 0)
 
