@@ -80,6 +80,10 @@ class Ledger:
             if why not in reasons:
                 reasons.append(why)
 
+    def reasons(self, address):
+        """Why VJPs keep the live buffer at `address` ([] if none saved it)."""
+        return list(self._why.get(address, ()))
+
     def kept_for(self):
         """[(tag, nbytes, [why])] of the live buffers some VJP saves, biggest first."""
         rows = [(tag, nbytes, self._why[address]) for address, (nbytes, tag, _) in self._live.items() if address in self._why]
