@@ -60,6 +60,17 @@ class Ledger:
             self.allocated_by_tag[tag] = self.allocated_by_tag.get(tag, 0) + base.nbytes
         self._record(base.nbytes, tag)
 
+    def retag(self, array, tag):
+        """`array`'s buffer now holds what `tag` made (an output written over a
+        temporary, tape.donated): count it under that tag from now on."""
+        address = xp.buffer_address(array)
+        if address in self._live:
+            nbytes, old, ref = self._live[address]
+            self._live[address] = (nbytes, tag, ref)
+            if self._watched is not None:
+                self._watched[old] -= nbytes
+                self._watched[tag] += nbytes
+
     def note_saved(self, array, why):
         """A VJP keeps `array`'s buffer, because `why` (a tracked buffer only: the
         caller's arrays are not the engine's)."""
@@ -68,6 +79,10 @@ class Ledger:
             reasons = self._why.setdefault(address, [])
             if why not in reasons:
                 reasons.append(why)
+
+    def reasons(self, address):
+        """Why VJPs keep the live buffer at `address` ([] if none saved it)."""
+        return list(self._why.get(address, ()))
 
     def kept_for(self):
         """[(tag, nbytes, [why])] of the live buffers some VJP saves, biggest first."""

@@ -1,20 +1,25 @@
 """Every primitive: its forward on raw arrays and, right below, its VJP.
 
 A VJP maker has the signature ``(out, *args, **params) -> (g -> cotangent)``. It runs
-at forward time, and only for arguments that need a gradient. Whatever the inner
-closure mentions is saved until the node's VJP has run, so each rule mentions only what
-it needs (docs/engine.md, "Saved"):
+at forward time, and only for arguments that need a gradient. Every array the inner
+closure reads goes through ``save(x, why)`` in the maker, where `why` names the formula
+that reads it (the ledger notes it against the buffer), and is read back with
+``value(saved)``; shapes are taken outside the closure, so that nothing else is kept
+(docs/engine.md, "Saved"):
 
   shapes only   add sub neg sum mean reshape permute_dims getitem concat stack
                 upsample2d cumsum
   the output    exp sqrt tanh sigmoid relu softmax
-  the input     log sin cos, and mul/div/matmul/conv2d save the *other*
+  the input     log sin cos logsumexp, and mul/div/matmul/conv2d save the *other*
                 operand, and only when this one needs a gradient
-  both          max, max_pool2d, logsumexp (input + reduced output), div's divisor (out, y)
+  both          max, max_pool2d, div's divisor (out, y)
   data          take its indices, where its condition (never differentiated)
 
-max_pool2d saves its input and its output (the next layer's saved input anyway), not
-indices: its VJP finds each window's first maximum again.
+`save` keeps an array that is a copy, view or sum of arrays kept anyway (a
+concatenation, an upsampled map, h - n) as those arrays, and remakes it when the VJP
+runs; the `remakeable` prims below are the ones whose outputs can be kept that way
+(saving.py). max_pool2d saves its input and its output (the neighbouring convs' saved
+maps anyway), not indices: its VJP finds each window's first maximum again.
 
 A VJP allocates at most one array per cotangent (docs/engine.md, "Transients"): intermediate
 steps are done in place in that array, and two kinds of VJP can do without even that:
@@ -26,10 +31,12 @@ steps are done in place in that array, and two kinds of VJP can do without even 
               for their operand, they add their cotangent into it a slab at a time,
               so a second, third... contribution to a shared weight never exists whole
 
-docs/engine.md says what each saved and transient byte is for.
+An elementwise chain inside a VJP is one `Fused`: one kernel launch on CuPy, the
+in-place NumPy sequence on the CPU.
 
-Every residual is an operand or the output: no hidden array is saved, so the ledger,
-which sees operands and outputs, sees every saved byte.
+Every residual is an operand or the output (or, kept as a recipe, operands of those):
+no hidden array is saved, so the ledger, which sees operands and outputs, sees every
+saved byte.
 
 Constants are Python scalars or have the cotangent's dtype, so float32 stays float32
 under NumPy 2 (NEP 50: a float64 or int64 *array* would upcast). VJPs run on raw
@@ -159,12 +166,15 @@ class Scatter:
 # ---- elementwise, broadcasting; either operand may be a Python scalar ------------------
 
 
-@primitive(n_arrays=2, remakeable=True)
+# `writes_into`: the same forward writing into a given buffer (tape.donated)
+
+
+@primitive(n_arrays=2, remakeable=True, writes_into=lambda x, y, out: xp_of(x, y).add(x, y, out=out))
 def add(x, y):
     return xp_of(x, y).add(x, y)
 
 
-@primitive(n_arrays=2, remakeable=True)
+@primitive(n_arrays=2, remakeable=True, writes_into=lambda x, y, out: xp_of(x, y).subtract(x, y, out=out))
 def sub(x, y):
     return xp_of(x, y).subtract(x, y)
 
@@ -223,12 +233,12 @@ defvjp(div, _div_vjp_x, _div_vjp_y)
 # ---- unary ---------------------------------------------------------------------------
 
 
-@primitive(remakeable=True)
+@primitive(remakeable=True, writes_into=lambda x, out: xp_of(x).negative(x, out=out))
 def neg(x):
     return xp_of(x).negative(x)
 
 
-@primitive()
+@primitive(writes_into=lambda x, out: xp_of(x).exp(x, out=out))
 def exp(x):
     return xp_of(x).exp(x)
 
@@ -238,17 +248,17 @@ def log(x):
     return xp_of(x).log(x)
 
 
-@primitive()
+@primitive(writes_into=lambda x, out: xp_of(x).sqrt(x, out=out))
 def sqrt(x):
     return xp_of(x).sqrt(x)
 
 
-@primitive()
+@primitive(writes_into=lambda x, out: xp_of(x).tanh(x, out=out))
 def tanh(x):
     return xp_of(x).tanh(x)
 
 
-@primitive()
+@primitive(writes_into=lambda x, out: _sigmoid(x, out=out))
 def sigmoid(x):
     # 1/(1+exp(-x)) overflows for x << 0; this identity does not, in one buffer.
     return _sigmoid(x)
@@ -265,7 +275,7 @@ def _sigmoid_numpy(x, out=None):
 _sigmoid = Fused("sigmoid", ("x",), "(tanh(x * 0.5) + 1) * 0.5", _sigmoid_numpy)
 
 
-@primitive()
+@primitive(writes_into=lambda x, out: xp_of(x).maximum(x, 0, out=out))
 def relu(x):
     return xp_of(x).maximum(x, 0)
 

@@ -21,6 +21,7 @@ and it is freed as soon as nothing refers to it. Nodes are numbered in creation 
 import contextlib
 import functools
 import itertools
+import sys
 
 import numpy as np
 
@@ -153,10 +154,12 @@ class Prim:
     dtype); `structural` prims (reshape, concat...) accept any real dtype.
     `remakeable` prims (copies, views, cheap elementwise arithmetic) give their traced
     outputs a recipe, so that a VJP saving one may keep its operands instead
-    (saving.py).
+    (saving.py). `writes_into` is the forward of an elementwise prim that saves none of
+    its operands, writing into a given buffer (``writes_into(*operands, out=buffer)``),
+    so that its output may take a traced temporary's buffer (`donated`).
     """
 
-    def __init__(self, forward, n_arrays=1, nondiff=(), structural=False, remakeable=False):
+    def __init__(self, forward, n_arrays=1, nondiff=(), structural=False, remakeable=False, writes_into=None):
         functools.update_wrapper(self, forward)
         self.name = forward.__name__.lstrip("_")
         self.forward = forward
@@ -164,6 +167,7 @@ class Prim:
         self.nondiff = frozenset(nondiff)
         self.structural = structural
         self.remakeable = remakeable
+        self.writes_into = writes_into
         self.make_vjp = None  # (argnum, out, *args, **params) -> (g -> cotangent)
 
     def __call__(self, *args, **params):
@@ -173,9 +177,9 @@ class Prim:
         return f"<primitive {self.name}>"
 
 
-def primitive(n_arrays=1, nondiff=(), structural=False, remakeable=False):
+def primitive(n_arrays=1, nondiff=(), structural=False, remakeable=False, writes_into=None):
     """Decorator: turn a forward function on raw arrays into a traced primitive."""
-    return lambda forward: Prim(forward, n_arrays, nondiff, structural, remakeable)
+    return lambda forward: Prim(forward, n_arrays, nondiff, structural, remakeable, writes_into)
 
 
 def defvjp(prim, *makers):
@@ -211,11 +215,21 @@ def apply(prim, args, params):
             # A NumPy scalar is strongly typed under NEP 50 (np.float64(2) * float32
             # array is float64); as a Python scalar it is weak and keeps the dtype.
             values[i] = arg.item()
+    arg = None  # the loop's last operand must not look referenced once more than the others (donated)
     _check_operands(prim, values[:n])
-    out = run_forward(prim, values, params, n)
+    into = donated(args, values, n) if prim.writes_into is not None and parents is not None else None
+    if into is None:
+        out = run_forward(prim, values, params, n)
+    else:  # the temporary's buffer becomes the output: one activation fewer in flight
+        out = prim.writes_into(*values[:n], out=into)
+        recipes = None  # no recipe may name the overwritten operand
     ledger = current_ledger()
     if ledger is not None:
-        track_output(ledger, out, values[:n], f"{_traces[-1][1]}:{prim.name}")
+        tag = f"{_traces[-1][1]}:{prim.name}"
+        if into is None:
+            track_output(ledger, out, values[:n], tag)
+        else:
+            ledger.retag(out, tag)
     if parents is None or out.dtype.kind != "f":
         return out
     make = _node_makers[-1] if _node_makers else make_node
@@ -225,11 +239,89 @@ def apply(prim, args, params):
         with saving.showing_recipes(recipes):
             node = make(prim, values, params, tuple(parents), out)
     recipe = None
-    if prim.remakeable:
+    if prim.remakeable and into is None:
         operand_recipes = [arg.recipe if type(arg) is Var else None for arg in args[:n]]
         free = [type(arg) is Var and isinstance(arg.node, Leaf) for arg in args[:n]]
         recipe = saving.Recipe(prim, values[:n], operand_recipes, free, tuple(values[n:]), params)
     return Var(out, node, recipe)
+
+
+# ---- donation: writing an elementwise output over a temporary ---------------------------
+#
+# In ``relu(add(matmul(h, W), b))`` the matmul's output and the sum are temporaries:
+# once add has read the product nothing can reach it, yet out of place the layer holds
+# two activations at once. NumPy elides such temporaries in ``a + b`` expressions by
+# their reference count; the engine does the same for its traced values. An operand is
+# donated when its Var is held by this call alone and its array by that Var alone (so
+# no VJP saved it, no view of it exists and no user name holds it), the array owns its
+# buffer and already has the output's shape and dtype. The prims that take donations
+# save none of their operands (`writes_into`), so the overwritten values are read by
+# nobody. The reference counts of "held by this call alone" depend on the interpreter,
+# so they are measured once at import (`_calibrate`) through this very code path,
+# against a Var that a name holds too; where the two cannot be told apart nothing is
+# ever donated.
+
+_TEMPORARY_REFS = None  # (Var refs, array refs) of a temporary as `donated` sees them
+_calibration = None  # while calibrating: the (Var refs, array refs) `donated` saw
+
+
+def donated(args, values, n):
+    """The buffer of a traced temporary among the operands that the output may be
+    written into, or None."""
+    if _TEMPORARY_REFS is None and _calibration is None:
+        return None
+    for i in range(n):
+        candidate = args[i]
+        if type(candidate) is not Var:
+            continue
+        refs = sys.getrefcount(candidate), sys.getrefcount(candidate.value)
+        if _calibration is not None:
+            _calibration.append(refs)
+            return None
+        if refs[0] > _TEMPORARY_REFS[0] or refs[1] > _TEMPORARY_REFS[1]:
+            continue
+        array = candidate.value
+        if array.base is not None or not getattr(array.flags, "writeable", True):
+            continue
+        if array.shape == np.broadcast_shapes(*[getattr(v, "shape", ()) for v in values[:n]]):
+            return array
+    return None
+
+
+def _calibrate():
+    """Measure the reference counts `donated` sees for a temporary operand, first or
+    second, and for one a name holds too; donate only if they tell the two apart."""
+    global _TEMPORARY_REFS, _calibration
+    unary = Prim(lambda x: x, writes_into=lambda x, out: x)
+    binary = Prim(lambda x, y: x, n_arrays=2, writes_into=lambda x, y, out: x)
+    unary.make_vjp = binary.make_vjp = lambda argnum, out, *args: None
+    leaf = Leaf((2,), np.dtype(np.float64))
+    temp = lambda: Var(np.zeros(2), leaf)
+    plain = np.zeros(2)
+    found = {}
+    try:
+        for name, call in [
+            ("temporary", lambda: unary(temp())),  # as in tanh(add(matmul(h, W), b))
+            ("first of two", lambda: binary(temp(), plain)),  # as in add(matmul(h, W), b)
+            ("second of two", lambda: binary(plain, temp())),
+        ]:
+            _calibration = []
+            call()
+            found[name] = _calibration[0]
+        named = temp()
+        _calibration = []
+        unary(named)
+        found["named Var"] = _calibration[0]
+        held = np.zeros(2)
+        _calibration = []
+        unary(Var(held, leaf))
+        found["named array"] = _calibration[0]
+    finally:
+        _calibration = None
+    temporary = found["temporary"]
+    if (found["first of two"] == found["second of two"] == temporary
+            and found["named Var"][0] > temporary[0] and found["named array"][1] > temporary[1]):  # fmt: skip
+        _TEMPORARY_REFS = temporary
 
 
 def make_node(prim, values, params, parents, out):
@@ -303,3 +395,6 @@ def describe(values):
     return ", ".join(
         f"{v.dtype}{tuple(v.shape)}" if xp.is_array(v) else repr(v) for v in values
     )
+
+
+_calibrate()

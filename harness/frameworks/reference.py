@@ -198,9 +198,10 @@ class ReferenceAdapter(Adapter):
         from harness.engine import xp
 
         loss = xp.buffer_address(xp.owner(state[0])) if xp.is_array(state[0]) else None
-        entries = [(address, nbytes, tag.split(":", 1)[-1]) for address, nbytes, tag in ledger.live_buffers()
-                   if address != loss]
-        return entries, "the engine's ledger: each buffer live at the end of forward, under the primitive that made it"
+        entries = [(address, nbytes, tag.split(":", 1)[-1], ledger.reasons(address))
+                   for address, nbytes, tag in ledger.live_buffers() if address != loss]
+        return entries, ("the engine's ledger: each buffer live at the end of forward, under the primitive that made "
+                         "it; read_by: the VJPs that saved it and what they compute with it")
 
     def backward_detail(self, run_backward):
         """What the backward holds at its highest point and what it allocates, by what

@@ -490,3 +490,49 @@ def test_the_ledger_says_why_each_saved_buffer_is_kept():
     kept = ledger.kept_for()
     assert [(tag, nbytes) for tag, nbytes, _ in kept] == [("forward:relu", 16 * 32 * 4)] == [(tag, saved) for tag, _, _ in kept]
     assert sorted(kept[0][2]) == ["matmul: b's gradient a^T g", "relu: g (out > 0)"]
+
+
+# ---- 12. an elementwise op writes over a temporary nothing else reaches (tape.donated) -------
+
+
+def test_this_interpreter_lets_the_engine_tell_a_temporary_apart():
+    # measured at import (tape._calibrate); None would switch donation off everywhere
+    from harness.engine import tape
+
+    assert tape._TEMPORARY_REFS is not None
+
+
+def test_a_dense_relu_layer_holds_one_activation_in_its_forward_pass():
+    # relu(add(matmul(x, w), b)): the product is a temporary, the bias add writes over it
+    # and relu over that, so the layer's forward pass holds one (N, D) array, where out
+    # of place it would hold two (the product and the sum, then the sum and relu's).
+    N, D = 64, 32
+    x, w, b = positive(N, 16), positive(16, D), positive(D)
+    ledger = Ledger()
+    f = lambda p: ops.sum(ops.relu(ops.add(ops.matmul(x, p["w"]), p["b"])))
+    value_and_grad(f, ledger=ledger)({"w": w, "b": b})
+    A = N * D * 4
+    assert live_at(ledger, "backward") == A + 4  # relu's output, saved, and the loss
+    forward = ledger.timeline[: [t for _, _, t in ledger.timeline].index("backward")]
+    assert max(live for _, live, _ in forward) <= A + 4  # never two activations at once
+    assert [t for _, _, t in forward if t.startswith("forward:")] == ["forward:matmul", "forward:sum"]
+
+
+def test_a_value_still_reachable_is_never_written_over():
+    # A Var a name holds, a Var whose array a VJP saved (exp's output), and an array a
+    # view shares: all read again after the op, so all must keep their values.
+    a, b = positive(3, 4), positive(3, 4)
+
+    def f(p):
+        h = ops.matmul(p["a"], ops.permute_dims(p["b"], (1, 0)))  # named: read again below
+        e = ops.exp(ops.mul(h, 0.01))  # exp saves its output
+        s = ops.tanh(ops.add(h, 1.0))
+        v = ops.matmul(p["a"], ops.permute_dims(p["b"], (1, 0)))
+        view = ops.getitem(v, (slice(None), 0))
+        t = ops.neg(v)  # held by the name v and by the view
+        return ops.sum(ops.add(ops.add(ops.add(ops.sum(h), ops.sum(e)), ops.sum(s)), ops.add(ops.sum(view), ops.sum(t))))
+
+    value, grads = value_and_grad(f)({"a": a, "b": b})
+    h = a @ b.T
+    expected = h.sum() + np.exp(h * 0.01).sum() + np.tanh(h + 1).sum() + h[:, 0].sum() - h.sum()
+    np.testing.assert_allclose(value, expected, rtol=1e-5)
