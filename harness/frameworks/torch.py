@@ -334,8 +334,7 @@ class TorchAdapter(Adapter):
 
         found = {}
         for tensor in leaves(tree):
-            # Tensor.untyped_storage() is torch >= 2.0; 1.13's storage() is a TypedStorage over it
-            storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage().untyped()
+            storage = _untyped_storage(tensor)
             found[(storage.device.type, storage.data_ptr())] = storage.nbytes()
         return found
 
@@ -422,6 +421,15 @@ def _own_code_object(fn):
 
 
 _compiled_steps = itertools.count()
+
+
+def _untyped_storage(tensor):
+    """The tensor's bytes: Tensor.untyped_storage() from torch 2.0; before, storage() is
+    a typed view over them (1.13: .untyped(), 1.12: ._untyped())."""
+    if hasattr(tensor, "untyped_storage"):
+        return tensor.untyped_storage()
+    typed = tensor.storage()
+    return typed.untyped() if hasattr(typed, "untyped") else typed._untyped()
 
 
 def _check_dynamo_supported(torch):

@@ -7,7 +7,8 @@ stand-ins for what those releases lack, so no old torch is installed here.
   a failure that names NumPy).
 - torch 1.13 has no torch.compile; torch 2.0's refuses Python 3.11: compiled cells are
   `unavailable` with the reason, not an error in every cell.
-- torch 1.13 has no Tensor.untyped_storage(): the breakdown reads storage().untyped().
+- torch < 2.0 has no Tensor.untyped_storage(): the breakdown reads storage().untyped()
+  (1.13) or storage()._untyped() (1.12).
 """
 
 import types
@@ -69,10 +70,15 @@ def test_buffer_bytes_reads_a_storage_without_untyped_storage():
     torch = pytest.importorskip("torch")
     tensor = torch.zeros(6, dtype=torch.float32)
 
-    class OldTensor:  # what 1.13 offers: storage() is a TypedStorage with .untyped()
+    class Tensor113:  # 1.13: storage() is a TypedStorage with .untyped()
         def storage(self):
             return types.SimpleNamespace(untyped=tensor.untyped_storage)
 
-    found = frameworks.get("torch").buffer_bytes([OldTensor()])
-    assert list(found.values()) == [6 * 4]  # six float32
+    class Tensor112:  # 1.12: a _TypedStorage with ._untyped()
+        def storage(self):
+            return types.SimpleNamespace(_untyped=tensor.untyped_storage)
+
+    for old in (Tensor113(), Tensor112()):
+        found = frameworks.get("torch").buffer_bytes([old])
+        assert list(found.values()) == [6 * 4]  # six float32
     assert found == frameworks.get("torch").buffer_bytes([tensor])  # the same storage, the same key
