@@ -80,6 +80,7 @@ class TorchAdapter(Adapter):
         remat = remat_lib.format_remat(*self.check_remat(remat))
         import torch
 
+        _check_numpy_abi(torch)
         self._settings = _fix_threads(torch)
         # MKL's fast memory manager keeps the buffers of its BLAS calls between steps
         # (~1 MiB on rnn_fanout small, ~6 MiB on seq2seq): part of retained_bytes (anon)
@@ -89,6 +90,9 @@ class TorchAdapter(Adapter):
             self.cuda_device()
             self._settings.update(_cuda_settings(torch))
         if mode == "compiled":
+            if not hasattr(torch, "compile"):
+                raise Unavailable(f"torch {torch.__version__} has no torch.compile (first released in PyTorch 2.0)")
+            _check_dynamo_supported(torch)
             import torch._inductor.config as inductor_config
 
             cxx = inductor_config.cpp.cxx[-1] if device == "cpu" else None
@@ -98,8 +102,11 @@ class TorchAdapter(Adapter):
 
             # Never measure eager under the name "compiled": past the recompile limit
             # Dynamo silently runs the Python function eagerly; make that an error.
-            dynamo_config.fail_on_recompile_limit_hit = True
-            self._settings["torch.compile"] = "dynamic=False, backend=inductor, fail_on_recompile_limit_hit"
+            if hasattr(dynamo_config, "fail_on_recompile_limit_hit"):
+                dynamo_config.fail_on_recompile_limit_hit = True
+                self._settings["torch.compile"] = "dynamic=False, backend=inductor, fail_on_recompile_limit_hit"
+            else:  # before 2.6 the option does not exist; every cell compiles a code object of its own
+                self._settings["torch.compile"] = "dynamic=False, backend=inductor (no fail_on_recompile_limit_hit)"
         self.device = device
         self.remat = remat
         self.ops = _make_ops(torch)
@@ -327,7 +334,7 @@ class TorchAdapter(Adapter):
 
         found = {}
         for tensor in leaves(tree):
-            storage = tensor.untyped_storage()
+            storage = _untyped_storage(tensor)
             found[(storage.device.type, storage.data_ptr())] = storage.nbytes()
         return found
 
@@ -426,6 +433,42 @@ def _own_code_object(fn):
 
 
 _compiled_steps = itertools.count()
+
+
+def _untyped_storage(tensor):
+    """The tensor's bytes: Tensor.untyped_storage() from torch 2.0; before, storage() is
+    a typed view over them (1.13: .untyped(), 1.12: ._untyped())."""
+    if hasattr(tensor, "untyped_storage"):
+        return tensor.untyped_storage()
+    typed = tensor.storage()
+    return typed.untyped() if hasattr(typed, "untyped") else typed._untyped()
+
+
+def _check_dynamo_supported(torch):
+    """torch.compile refuses some Pythons at the first call (2.0: "Python 3.11+ not yet
+    supported"): an Unavailable cell with torch's reason, not an error in every cell."""
+    try:
+        from torch._dynamo.eval_frame import check_if_dynamo_supported
+    except ImportError:
+        return
+    try:
+        check_if_dynamo_supported()
+    except RuntimeError as err:
+        raise Unavailable(f"torch {torch.__version__}: torch.compile does not run on this Python: {err}") from None
+
+
+def _check_numpy_abi(torch):
+    """A torch built against NumPy 1.x (every release before 2.3) imports under NumPy 2
+    with only a printed warning, then fails at the first torch.from_numpy. Raise at
+    load, naming NumPy, so that such a release is built again with an older NumPy
+    (harness/versions/era.py) instead of recording an error in every cell."""
+    import numpy
+
+    try:
+        torch.from_numpy(numpy.zeros(1, dtype=numpy.float32))
+    except RuntimeError as err:
+        raise Unavailable(f"torch {torch.__version__} cannot exchange arrays with NumPy {numpy.__version__} "
+                          f"(built against another NumPy ABI): {err}") from None
 
 
 # ---- threads ----------------------------------------------------------------------------

@@ -69,6 +69,11 @@ def add_arguments(parser):
                              f"({'|'.join(RETRYABLE)}; e.g. unavailable after the host gained a Python, error after "
                              f"an adapter fix)")
     parser.add_argument("--keep-envs", action="store_true", help="keep each release's environment after it is measured")
+    parser.add_argument(
+        "--torch-index", default=None,
+        help="torch only: where its releases are installed from, an index URL (the PyTorch CPU index) or 'pypi' "
+             "(the CUDA builds, several GB each); without it every torch release is unavailable, never downloaded",
+    )
     parser.add_argument("--page-only", action="store_true", help="measure nothing: write the changes and page again")
     parser.add_argument(
         "--confirm", action="store_true",
@@ -116,6 +121,8 @@ def check(args):
         if text is not None:
             spec.check_version(text, option)
     choices.check_choice("executor", args.executor, run_sweep.EXECUTORS)
+    if args.torch_index is not None and name != "torch":
+        raise choices.ChoiceError(f"--torch-index says where torch releases come from: it needs --framework torch, not {name}")
     if args.address is not None and args.executor != "ray":
         raise choices.ChoiceError("--address is the Ray cluster's: it needs --executor ray")
     args.retry = tuple(choices.parse_choices("retry status", args.retry, RETRYABLE)) if args.retry else ()
@@ -204,6 +211,7 @@ def _planned(adapter, release, args, round_file):
         "--dtype", args.dtype, "--mode", args.mode, "--device", "cpu", "--repeat", str(args.time_repeat),
         "--time-budget", str(args.time_budget), "--timeout", str(args.timeout), "--out", round_file,
         "--resume", "--quiet", "--executor", args.executor,  # its default schedule: serial here, parallel on Ray
+        *(["--torch-index", args.torch_index] if args.torch_index else []),
         *(["--address", args.address] if args.address else []),
     ])
     return ns
@@ -231,7 +239,7 @@ def _measure_release(adapter, release, args, where):
     was_cached = envs.cached(f"{name}-{version}") is not None
     began = time.monotonic()
     try:
-        env_ = envs.for_version(adapter, version, requires_python=release.requires_python)
+        env_ = envs.for_version(adapter, version, torch_index=args.torch_index, requires_python=release.requires_python)
     except Unavailable as err:
         if release.requires_python and "requires Python" not in str(err):  # pip's "No matching distribution" does not say why
             err = Unavailable(f"{err}\n(PyPI: {name} {version} requires Python {release.requires_python}; this is "

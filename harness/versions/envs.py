@@ -228,7 +228,11 @@ def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate
         _step([interpreter, "-m", "venv", scratch], log, "python -m venv")
         pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
         _step(pip + list(pip_options) + list(requirements), log, f"pip install {' '.join(requirements)}")
-        _step(pip + ["--no-deps", gradmem_wheel(log)], log, "pip install --no-deps gradmem")
+        # workers run this checkout's code (code_path), whose modules import on 3.10 too;
+        # the installed copy only names gradmem's version, so its own Requires-Python
+        # (>=3.11) must not refuse an environment of an older Python (torch 1.12.1 has
+        # wheels for Python <= 3.10 only)
+        _step(pip + ["--no-deps", "--ignore-requires-python", gradmem_wheel(log)], log, "pip install --no-deps gradmem")
         for extra in extra_steps:
             extra(python, log)
         manifest = {

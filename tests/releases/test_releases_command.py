@@ -43,6 +43,7 @@ def releases(*extra):
         (["--address", "10.0.0.5:6379"], "--address is the Ray cluster's: it needs --executor ray"),
         (["--retry", "error"], "--retry re-measures cells of an existing sweep: it needs --resume"),
         (["--resume", "--retry", "slow"], "unknown retry status 'slow'"),
+        (["--torch-index", "pypi"], "--torch-index says where torch releases come from: it needs --framework torch"),
     ],
 )
 def test_bad_input_exits_2(fake_index, capsys, monkeypatch, extra, says):
@@ -118,3 +119,27 @@ def test_a_release_pip_does_not_offer_here_is_unavailable_not_a_refusal(fake_ind
     assert [(r["version"], r["status"]) for r in records] == [("1.8.0", "unavailable"), ("1.9.0", "unavailable")]
     assert "requires a different Python" in records[1]["message"]
     assert "(PyPI: autograd 1.9.0 requires Python >=3.99; this is 3." in records[1]["message"]
+
+
+def test_torch_index_reaches_the_build_and_every_rounds_sweep(fake_index, monkeypatch):
+    # torch releases are never downloaded unless asked: the sweep passes --torch-index to
+    # the environment build and to each round's `harness run`, whose cells build it too
+    asked = []
+
+    def build(adapter, version, torch_index=None, requires_python=None):
+        asked.append((adapter.name, version, torch_index))
+        raise Unavailable("pip install torch failed (exit 1); the installer's last lines:\nno wheel")
+
+    monkeypatch.setattr(envs, "for_version", build)
+    monkeypatch.setattr(listing, "published", lambda dist: ([listing.Release("2.1.0", "", "")], "PyPI JSON API"))
+    out = fake_index / "out"
+    assert cli.main(["releases", "--framework", "torch", "--torch-index", "pypi", "--workload", "chained_dot",
+                     "--mode", "eager", "--size", "tiny", "--out", str(out)]) == 0
+    assert asked == [("torch", "2.1.0", "pypi")]
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    args = parser.parse_args(["--framework", "torch", "--torch-index", "pypi", "--mode", "eager"])
+    ns = command._planned(command.check(args), "2.1.0", args, str(out / "round-1.jsonl"))
+    assert ns.torch_index == "pypi"

@@ -57,3 +57,18 @@ def test_an_environment_of_another_python_is_found_by_name(tmp_path, monkeypatch
     assert found is not None and found.path == str(other) and found.versions == {"jax": "0.11.0"}
     assert envs.cached("jax-0.11") is None
     assert envs.python_tag("3.12.1") == "py3.12"
+
+
+def test_gradmem_installs_into_an_environment_of_an_older_python(tmp_path, monkeypatch):
+    # torch 1.12.1 has wheels for Python <= 3.10 only; gradmem's own Requires-Python
+    # (>=3.11) must not refuse that environment (workers run this checkout's code)
+    monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path / "envs"))
+    steps = []
+    monkeypatch.setattr(envs, "_step", lambda command, log, what: steps.append(command))
+    monkeypatch.setattr(envs, "gradmem_wheel", lambda log: "gradmem-0.1.0-py3-none-any.whl")
+    monkeypatch.setattr(envs, "_run_python", lambda python, script, *args, **kw: "3.10.13\n")
+    monkeypatch.setattr(envs, "installed_versions", lambda python, dists, first=None: {"torch": "1.12.1"})
+    envs.build("torch-1.12.1", ["torch==1.12.1"])
+    gradmem = [command for command in steps if command[-1] == "gradmem-0.1.0-py3-none-any.whl"]
+    assert len(gradmem) == 1
+    assert "--no-deps" in gradmem[0] and "--ignore-requires-python" in gradmem[0]

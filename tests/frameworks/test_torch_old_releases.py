@@ -1,0 +1,84 @@
+"""The torch adapter on releases older than the one in .venv (1.13-2.5), checked with
+stand-ins for what those releases lack, so no old torch is installed here.
+
+- torch < 2.3 is built against NumPy 1.x: under NumPy 2 it imports (printing a warning)
+  and fails at the first torch.from_numpy. load() must fail then, naming NumPy, so the
+  release sweep builds it again with NumPy < 2 (harness/versions/era.py climbs only for
+  a failure that names NumPy).
+- torch 1.13 has no torch.compile; torch 2.0's refuses Python 3.11: compiled cells are
+  `unavailable` with the reason, not an error in every cell.
+- torch < 2.0 has no Tensor.untyped_storage(): the breakdown reads storage().untyped()
+  (1.13) or storage()._untyped() (1.12).
+"""
+
+import types
+
+import pytest
+
+from harness import frameworks
+from harness.frameworks import torch as torch_adapter
+from harness.frameworks.base import Unavailable
+from harness.versions import era
+
+
+def fake_torch(version="1.13.1", from_numpy=None, has_compile=True):
+    def refuse(array):
+        raise RuntimeError("Numpy is not available")
+
+    fake = types.SimpleNamespace(
+        __version__=version,
+        from_numpy=from_numpy or refuse,
+        set_num_threads=lambda n: None,
+        set_num_interop_threads=lambda n: None,
+        get_num_threads=lambda: 1,
+        get_num_interop_threads=lambda: 1,
+    )
+    if has_compile:
+        fake.compile = lambda fn, **kw: fn
+    return fake
+
+
+def test_a_torch_that_cannot_take_numpy_arrays_fails_load_naming_numpy(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "torch", fake_torch("1.13.1+cu117"))
+    with pytest.raises(Unavailable) as err:
+        frameworks.get("torch").load("cpu", "eager")
+    assert "torch 1.13.1+cu117 cannot exchange arrays with NumPy" in str(err.value)
+    assert era.about_numpy(str(err.value))  # so the release is built again with numpy<2
+
+
+def test_no_torch_compile_is_unavailable_with_the_reason(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "torch",
+                        fake_torch("1.13.1", from_numpy=lambda a: a, has_compile=False))
+    with pytest.raises(Unavailable, match=r"torch 1.13.1 has no torch.compile \(first released in PyTorch 2.0\)"):
+        frameworks.get("torch").load("cpu", "compiled")
+
+
+def test_a_python_torch_compile_refuses_is_unavailable(monkeypatch):
+    eval_frame = pytest.importorskip("torch._dynamo.eval_frame")
+
+    def refuse():
+        raise RuntimeError("Python 3.11+ not yet supported for torch.compile")
+
+    monkeypatch.setattr(eval_frame, "check_if_dynamo_supported", refuse)
+    import torch
+
+    with pytest.raises(Unavailable, match="torch.compile does not run on this Python: Python 3.11"):
+        torch_adapter._check_dynamo_supported(torch)
+
+
+def test_buffer_bytes_reads_a_storage_without_untyped_storage():
+    torch = pytest.importorskip("torch")
+    tensor = torch.zeros(6, dtype=torch.float32)
+
+    class Tensor113:  # 1.13: storage() is a TypedStorage with .untyped()
+        def storage(self):
+            return types.SimpleNamespace(untyped=tensor.untyped_storage)
+
+    class Tensor112:  # 1.12: a _TypedStorage with ._untyped()
+        def storage(self):
+            return types.SimpleNamespace(_untyped=tensor.untyped_storage)
+
+    for old in (Tensor113(), Tensor112()):
+        found = frameworks.get("torch").buffer_bytes([old])
+        assert list(found.values()) == [6 * 4]  # six float32
+    assert found == frameworks.get("torch").buffer_bytes([tensor])  # the same storage, the same key
