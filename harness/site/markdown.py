@@ -16,7 +16,7 @@ _FENCE = re.compile(r"^(```|~~~)")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^[-*+]\s+(.*)$")
 _NUMBERED = re.compile(r"^\d+[.)]\s+(.*)$")
-_TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_TABLE_RULE = re.compile(r"^\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _INLINE = re.compile(
     r"(?P<code>`+)(?P<code_text>.+?)(?P=code)"
     r"|\[(?P<link_text>[^\]]+)\]\((?P<url>[^)\s]+)\)"
