@@ -49,6 +49,7 @@ def build(root, out_dir, assets, comparison=None, timeout=600):
     if done.returncode != 0 or not os.path.exists(os.path.join(target, "index.html")):
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         return None, f"Not built: tools/asv_site.py publish failed ({done.returncode}): {tail[0]}"
+    beside = ", with the comparison page of the CPU records beside it" if comparison else ""
     return f"{FOLDER}/index.html", ("every figure per commit of gradmem, from the asv results committed under "
-                                    "results/ (one series per machine), with regressions and the comparison "
-                                    "page of the CPU records beside it. " + SERVE_NOTE + ".")
+                                    f"results/ (one series per machine) and the regressions asv finds{beside}. "
+                                    + SERVE_NOTE + ".")

@@ -131,7 +131,7 @@ def render_overview(per_framework, with_page):
         "the larger spread of the two releases' rounds (at least 256 KiB for memory), with no overlap of "
         "their rounds (docs/releases.md). Time figures are advisory: measured on a shared machine. "
         "<em>Commit</em>: the first commit of the framework's own history that moved the figure, where "
-        "stage 2 (`harness bisect --repo`) searched; confirmed when the commit before it measured good again. "
+        "stage 2 (<code>harness bisect --repo</code>) searched; confirmed when the commit before it measured good again. "
         "<em>Confirmation</em>: a later re-measurement of the change, where one was recorded.</p>"
         f"<p>Each framework, release by release: {links}</p>"
         "<table><thead><tr><th>framework</th><th>releases</th><th>cell</th><th>figure</th><th>size</th>"
