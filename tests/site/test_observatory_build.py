@@ -133,3 +133,19 @@ def test_the_history_is_built_with_local_scripts(tmp_path):
     assert os.path.exists(tmp_path / "site" / "history" / "index.json")
     assert links.remote_resources(str(tmp_path / "site")) == []
     assert links.broken_links(str(tmp_path / "site")) == []
+
+
+def test_the_pages_workflow_runs_make_site_and_uploads_what_it_writes():
+    # The workflow cannot run here (GitHub's runners, Pages); what it calls is tested above.
+    import re
+
+    text = (ROOT / ".github" / "workflows" / "site.yml").read_text()
+    assert re.findall(r"^\s*(?:- )?run: (.+)$", text, re.M) == ["make site OUT=out"]
+    upload = text[text.index("actions/upload-pages-artifact"):]
+    assert re.search(r"path: out/site\b", upload)
+    assert "actions/deploy-pages" in text and "pages: write" in text
+    makefile = (ROOT / "Makefile").read_text()
+    target = re.search(r"^site: (.*)\n((?:\t.*\n)+)", makefile, re.M)
+    assert "$(STAMP)" in target.group(1)  # it sets up like `make run`
+    assert "-m harness site --out $(OUT)/site" in target.group(2)
+    assert "-m harness.site.links $(OUT)/site" in target.group(2)
