@@ -2,6 +2,7 @@
 # the package and every framework) and then does its job.
 #   make run    the default CPU comparison: a `small` sweep, results and the report
 #   make test   the test suite (what .ci/run calls)
+#   make site   the observatory: one static site of everything the repository holds
 
 PYTHON ?= python3.11
 VENV   ?= .venv
@@ -13,7 +14,7 @@ WHEELS := $(VENV)/wheelhouse
 ASSETS := $(VENV)/asv-www/.manifest-sha256
 OUT    ?= out
 
-.PHONY: run test setup
+.PHONY: run test setup site
 
 setup: $(STAMP) $(ASSETS)
 
@@ -36,6 +37,12 @@ run: $(STAMP)
 	bash tools/ensure_clang.sh
 	$(PY) -m harness run --size small --out $(OUT)/cpu-small.jsonl
 	$(PY) -m harness report $(OUT)/cpu-small.jsonl --out $(OUT)/report
+
+# The observatory (docs/site.md) in $(OUT)/site from the committed records, release
+# sweeps and docs; its history part is the asv site, which needs the vendored scripts.
+site: $(STAMP) $(ASSETS)
+	$(PY) -m harness site --out $(OUT)/site
+	$(PY) -m harness.site.links $(OUT)/site
 
 $(WHEELS)/.filled: $(STAMP) tools/python_wheelhouse.sh
 	bash tools/python_wheelhouse.sh $(WHEELS)

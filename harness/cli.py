@@ -1,4 +1,4 @@
-"""`python -m harness list|check|run|scale|report|bisect|releases|diff`: one module per command.
+"""`python -m harness list|check|run|scale|report|bisect|releases|diff|site`: one module per command.
 
 Each command module defines `add_arguments(parser)` and `main(args) -> exit code`,
 and is imported only when its command runs, so `list` never pays for `report`.
@@ -19,6 +19,7 @@ COMMANDS = {
     "bisect": ("harness.bisect", "the first release or commit of a framework that moved a figure"),
     "releases": ("harness.releases.command", "every release of a framework measured, and the changes between them"),
     "diff": ("harness.diff.command", "why two records differ: figures, categories, saved bytes by op, environment"),
+    "site": ("harness.site.command", "write the observatory: one static site of everything the repository holds"),
     "new-workload": ("harness.new_workload", "write a commented workload file to edit into your model"),
 }
 

@@ -1,0 +1,160 @@
+"""The releases overview: every change the release sweeps found, across frameworks,
+newest first, with the commit stage 2 named where it found one; and each framework's
+own page (releases/NAME.html, written by `harness releases`) copied beside it.
+
+Reads releases/NAME.changes.json (the changes), NAME.sweep.json (the releases' upload
+dates and the sweep's size) and NAME.commits.json (stage 2's commit searches).
+"""
+
+import glob
+import html
+import json
+import os
+import re
+import shutil
+
+from harness.releases import detect
+from harness.site.layout import page
+
+
+def _read(path, default):
+    if not os.path.exists(path):
+        return default
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _metric(command):
+    """The bisect metric a change's command names (--metric X), or None."""
+    found = re.search(r"--metric\s+(\S+)", command or "")
+    return found.group(1) if found else None
+
+
+def _commit_searches(framework, commits):
+    """{(workload, mode, metric, before, after): search} of NAME.commits.json."""
+    out = {}
+    for search in commits:
+        pair = tuple(search.get("releases") or ())
+        if search.get("framework", framework) == framework and len(pair) == 2:
+            out[(search.get("workload"), search.get("mode"), search.get("metric")) + pair] = search
+    return out
+
+
+def load(releases_dir):
+    """[(framework, [change with "framework", "size", "uploaded", "search", "order"])] per
+    framework that has a changes file, frameworks in name order."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(releases_dir, "*.changes.json"))):
+        framework = os.path.basename(path)[: -len(".changes.json")]
+        document = _read(path, {})
+        sweep = _read(os.path.join(releases_dir, f"{framework}.sweep.json"), {})
+        searches = _commit_searches(framework, _read(os.path.join(releases_dir, f"{framework}.commits.json"), []))
+        order = {release: i for i, release in enumerate(sweep.get("releases") or [])}
+        uploaded = sweep.get("uploaded") or {}
+        size = (sweep.get("grid") or {}).get("size", "?")
+        changes = []
+        for change in document.get("changes") or []:
+            key = (change["workload"], change["mode"], _metric(change.get("command")),
+                   change["before_release"], change["release"])
+            changes.append(dict(change, framework=framework, size=change.get("size", size),
+                                uploaded=uploaded.get(change["release"], ""),
+                                order=order.get(change["release"], -1),
+                                search=change.get("commit_search") or searches.get(key)))
+        out.append((framework, changes))
+    return out
+
+
+def newest_first(per_framework):
+    """Every change, the release uploaded last first (then framework, workload, figure)."""
+    everything = [change for _, changes in per_framework for change in changes]
+    everything.sort(key=lambda c: (c["workload"], c["mode"], c["figure"]))
+    everything.sort(key=lambda c: c["framework"])
+    return sorted(everything, key=lambda c: (c["uploaded"], c["order"]), reverse=True)
+
+
+def _commit(search):
+    if not search:
+        return '<td class="none">–</td>'
+    if search.get("kind") == "culprit":
+        said = "confirmed" if search.get("confirmed") else "boundary not confirmed"
+        return (f'<td><code>{html.escape(str(search.get("first_bad", "")))}</code>'
+                f'<br><span class="meta">first bad commit, {said}</span></td>')
+    if search.get("kind") == "range":
+        return f'<td>in {html.escape(", ".join(search.get("suspects") or []))}<br><span class="meta">unmeasurable commits</span></td>'
+    return '<td class="none">the tags do not differ beyond the threshold</td>'
+
+
+def _confirmation(change):
+    """A confirmation of the change (a later re-measurement), shown as it is recorded."""
+    found = change.get("confirmation")
+    if found is None:
+        return '<td class="none">–</td>'
+    if isinstance(found, dict):
+        verdict = found.get("verdict") or found.get("status") or found.get("confirmed")
+        rest = "; ".join(f"{k}: {v}" for k, v in found.items() if k not in ("verdict", "status", "confirmed")
+                         and not isinstance(v, (dict, list)))
+        text = f"{verdict}" + (f" ({rest})" if rest else "") if verdict is not None else rest
+    else:
+        text = str(found)
+    return f"<td>{html.escape(text)}</td>"
+
+
+def render_overview(per_framework, with_page):
+    """The overview page; `with_page`: the frameworks whose own page sits beside it."""
+    changes = newest_first(per_framework)
+
+    def name_link(name, anchor=""):
+        if name not in with_page:
+            return html.escape(name)
+        return f'<a href="{html.escape(name)}.html{html.escape(anchor)}">{html.escape(name)}</a>'
+
+    links = " · ".join(f"{name_link(name)} ({len(found)})" for name, found in per_framework)
+    rows = []
+    for c in changes:
+        relative = f" ({c['relative']:+.1%})" if c.get("relative") is not None else ""
+        figure = html.escape(c["figure"]) + (" <span class=\"meta\">(advisory: time on a shared machine)</span>"
+                                             if c.get("advisory") else "")
+        rows.append(
+            f'<tr><td>{name_link(c["framework"], "#" + c["workload"] + "-" + c["mode"])}</td>'
+            f'<td>{html.escape(c["before_release"])} → <strong>{html.escape(c["release"])}</strong>'
+            f'<br><span class="meta">{html.escape(c["uploaded"] or "upload date unknown")}</span></td>'
+            f'<td>{html.escape(c["workload"])} · {html.escape(c["mode"])}</td><td>{figure}</td>'
+            f'<td>{html.escape(str(c["size"]))}</td>'
+            f'<td class="num {html.escape(c.get("direction", ""))}">{detect.fmt(c["figure"], c["before"])} → '
+            f'{detect.fmt(c["figure"], c["after"])}{relative}</td>'
+            f'<td class="num">{detect.fmt(c["figure"], c["band"])}</td>'
+            + _commit(c.get("search")) + _confirmation(c) + "</tr>")
+    body = (
+        "<h1>Changes between releases</h1>"
+        f"<p>{len(changes)} changes across {len(per_framework)} frameworks, the release uploaded last first. "
+        "A change: a figure whose median moved between two consecutive releases by more than the band, "
+        "the larger spread of the two releases' rounds (at least 256 KiB for memory), with no overlap of "
+        "their rounds (docs/releases.md). Time figures are advisory: measured on a shared machine. "
+        "<em>Commit</em>: the first commit of the framework's own history that moved the figure, where "
+        "stage 2 (<code>harness bisect --repo</code>) searched; confirmed when the commit before it measured good again. "
+        "<em>Confirmation</em>: a later re-measurement of the change, where one was recorded.</p>"
+        f"<p>Each framework, release by release: {links}</p>"
+        "<table><thead><tr><th>framework</th><th>releases</th><th>cell</th><th>figure</th><th>size</th>"
+        "<th>median before → after</th><th>band</th><th>commit (stage 2)</th><th>confirmation</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>")
+    return page("gradmem: changes between releases", body, depth=1)
+
+
+def write(releases_dir, out_dir):
+    """out_dir/releases/index.html and the framework pages; returns [(framework, changes, href)]
+    (href from the site's root)."""
+    per_framework = load(releases_dir)
+    target = os.path.join(out_dir, "releases")
+    os.makedirs(target, exist_ok=True)
+    listed, with_page = [], set()
+    for framework, changes in per_framework:
+        source = os.path.join(releases_dir, f"{framework}.html")
+        href = None
+        if os.path.exists(source):
+            shutil.copyfile(source, os.path.join(target, f"{framework}.html"))
+            href = f"releases/{framework}.html"
+            with_page.add(framework)
+        listed.append((framework, len(changes), href or "releases/index.html"))
+    with open(os.path.join(target, "index.html"), "w", encoding="utf-8") as handle:
+        handle.write(render_overview(per_framework, with_page))
+    return listed

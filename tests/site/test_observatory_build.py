@@ -1,0 +1,151 @@
+"""`harness site` on this repository: the front page shows the committed records'
+headline with their provenance and links every part; each part is written."""
+
+import json
+import os
+import re
+
+import pytest
+
+from harness import cli
+from harness.site import command, comparisons, releases
+
+from conftest import ROOT
+
+
+def test_the_front_page_links_every_part(site):
+    front = (site / "index.html").read_text()
+    hrefs = set(re.findall(r'href="([^"]+)"', front))
+    framework_pages = sorted(p.name for p in (ROOT / "releases").glob("*.html"))
+    assert framework_pages  # the repository holds release pages
+    for name in framework_pages:
+        assert f"releases/{name}" in hrefs
+        assert (site / "releases" / name).read_bytes() == (ROOT / "releases" / name).read_bytes()
+    assert {"releases/index.html", "seeds.html", "gpu.html"} <= hrefs
+    assert 'id="history"' in front and "Not built (--history skip)" in front
+    for record_set in comparisons.find(str(ROOT)):
+        assert f"{record_set.folder}/index.html" in hrefs
+        assert (site / record_set.folder / "index.html").exists()
+    assert "<script" not in front  # a static page
+
+
+def test_the_headline_reads_the_committed_cuda_records_through_the_registry(site):
+    front = (site / "index.html").read_text()
+    paper = front[front.index('id="cuda-paper"'):]
+    # torch chained_dot paper on the H200: the allocator's 407.6 MiB, 1.08x its bound
+    # (tests/report/test_cuda_figures.py reads the same record through the registry)
+    torch_cell = re.search(r"<th>chained_dot</th>(.*?)</tr>", paper).group(1)
+    assert "407.6 MiB" in torch_cell and "1.08× bound" in torch_cell
+    # JAX's allocator cannot reset its peak: an upper bound, never coloured best
+    small = front[front.index('id="cuda-small"'):front.index('id="cuda-paper"')]
+    upper = re.findall(r'<td class="([^"]*)"[^>]*>≤ [^<]*<br><span class="meta">upper bound', small)
+    assert upper and all("best" not in cls for cls in upper)
+    assert "NVIDIA H200" in small and "torch 2.11.0" in small  # where and with what
+    assert "2026-11-26" in small
+
+
+def test_each_set_has_its_provenance_and_refresh_command():
+    for record_set in comparisons.find(str(ROOT)):
+        found = comparisons.summary(record_set)
+        assert found["when"] and found["machine"] and found["versions"], record_set.name
+        assert all(f.startswith(("results/cpu/", "results/gpu/")) for f in record_set.files)
+        assert {r.get("device") or "cpu" for r in record_set.records} == {record_set.device}
+        assert {r["size"] for r in record_set.records} == {record_set.size}
+
+
+def test_a_set_that_is_not_committed_is_named_with_its_command(tmp_path):
+    root = tmp_path / "repo"
+    (root / "results" / "gpu" / "run").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "releases").mkdir()
+    one = next(line for line in (ROOT / "results/gpu/2026-11-26-h200/cuda-paper.jsonl").read_text().splitlines()
+               if '"status":"ok"' in line)
+    (root / "results/gpu/run/cuda.jsonl").write_text(one + "\n")
+    (root / "docs" / "seeds.md").write_text("# Seeds\n\ntext\n")
+    (root / "docs" / "gpu.md").write_text("# GPU\n")
+    path = command.build_site(str(tmp_path / "site"), str(root), with_history=False)
+    front = open(path).read()
+    assert "No committed CPU small records" in front
+    assert "python -m harness run --size small --out results/cpu/small.jsonl" in front
+    assert "No committed CPU paper records" in front
+    assert "0 changes found" in front
+
+
+def test_the_command_line_writes_the_site_and_refuses_a_bad_choice(tmp_path, capsys):
+    assert cli.main(["site", "--out", str(tmp_path / "s"), "--history", "skip"]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "s" / "index.html")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["site", "--out", str(tmp_path / "s"), "--history", "maybe"])
+    assert exit_info.value.code == 2
+    assert "choose from 'build', 'skip'" in capsys.readouterr().err
+
+
+def test_the_overview_lists_every_change_newest_first(site):
+    per_framework = releases.load(str(ROOT / "releases"))
+    total = sum(len(json.loads(p.read_text())["changes"]) for p in (ROOT / "releases").glob("*.changes.json"))
+    ordered = releases.newest_first(per_framework)
+    assert len(ordered) == total > 0
+    dates = [c["uploaded"] for c in ordered]
+    assert dates == sorted(dates, reverse=True)
+    page = (site / "releases" / "index.html").read_text()
+    assert page.count("<tr>") == total + 1  # one row per change and the heading
+    # stage 2's commit of tinygrad chained_dot's retained 0.13.0 -> 0.14.0, confirmed
+    assert "d1f215d37784 cpu: uop worker (#17133)" in page
+    row = next(r for r in page.split("<tr>") if "d1f215d37784" in r)
+    assert "0.13.0 → <strong>0.14.0</strong>" in row and "first bad commit, confirmed" in row
+
+
+def test_the_overview_attaches_commits_files_and_shows_a_confirmation(tmp_path):
+    releases_dir = tmp_path / "releases"
+    releases_dir.mkdir()
+    document = json.loads((ROOT / "releases" / "pytensor.changes.json").read_text())
+    change = next(c for c in document["changes"] if c["workload"] == "transformer_block"
+                  and c["figure"] == "retained" and c["release"] == "3.0.1")
+    change.pop("commit_search", None)
+    change.pop("commit", None)
+    change["confirmation"] = {"verdict": "confirmed", "rounds": 3}
+    other = dict(change, figure="step_peak", release="3.0.2", before_release="3.0.1")
+    other.pop("confirmation")
+    document["changes"] = [change, other]
+    (releases_dir / "pytensor.changes.json").write_text(json.dumps(document))
+    for suffix in ("sweep.json", "commits.json"):
+        (releases_dir / f"pytensor.{suffix}").write_bytes((ROOT / "releases" / f"pytensor.{suffix}").read_bytes())
+    listed = releases.write(str(releases_dir), str(tmp_path / "site"))
+    assert listed == [("pytensor", 2, "releases/index.html")]  # no pytensor.html here: no link to one
+    page = (tmp_path / "site" / "releases" / "index.html").read_text()
+    rows = page.split("<tr>")[2:]
+    assert "3.0.2" in rows[0]  # the newer release first
+    assert "d74c6c20e5ea" in rows[1] and "confirmed (rounds: 3)" in rows[1]  # from pytensor.commits.json
+    assert "d74c6c20e5ea" not in rows[0] and "pytensor.html" not in page
+
+
+@pytest.mark.slow  # asv publish over the committed results (~10 s)
+def test_the_history_is_built_with_local_scripts(tmp_path):
+    assets = ROOT / ".venv" / "asv-www"
+    if not (assets / ".manifest-sha256").exists():
+        pytest.skip("the history site's scripts are not vendored (make setup: tools/asv_site.py vendor)")
+    pytest.importorskip("asv")
+    from harness.site import links
+
+    path = command.build_site(str(tmp_path / "site"), str(ROOT), with_history=True, asv_assets=str(assets))
+    front = open(path).read()
+    assert 'href="history/index.html"' in front
+    assert os.path.exists(tmp_path / "site" / "history" / "index.json")
+    assert links.remote_resources(str(tmp_path / "site")) == []
+    assert links.broken_links(str(tmp_path / "site")) == []
+
+
+def test_the_pages_workflow_runs_make_site_and_uploads_what_it_writes():
+    # The workflow cannot run here (GitHub's runners, Pages); what it calls is tested above.
+    import re
+
+    text = (ROOT / ".github" / "workflows" / "site.yml").read_text()
+    assert re.findall(r"^\s*(?:- )?run: (.+)$", text, re.M) == ["make site OUT=out"]
+    upload = text[text.index("actions/upload-pages-artifact"):]
+    assert re.search(r"path: out/site\b", upload)
+    assert "actions/deploy-pages" in text and "pages: write" in text
+    makefile = (ROOT / "Makefile").read_text()
+    target = re.search(r"^site: (.*)\n((?:\t.*\n)+)", makefile, re.M)
+    assert "$(STAMP)" in target.group(1)  # it sets up like `make run`
+    assert "-m harness site --out $(OUT)/site" in target.group(2)
+    assert "-m harness.site.links $(OUT)/site" in target.group(2)
