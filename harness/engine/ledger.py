@@ -1,9 +1,11 @@
 """The ledger: live bytes of every buffer the engine allocated, a peak and a timeline.
 
 The engine reports each array it creates (forward outputs, cotangents, gradient
-accumulators) with `track`. The ledger keys a buffer by its base address, so a view
-(reshape, transpose, slice) of a tracked buffer adds nothing, and it watches the
-buffer's owning array through a weak reference: the bytes are released when the
+accumulators) with `track`. The ledger keys a buffer by the array that owns it (`key`:
+its identity, which is unique while the ledger's weak reference keeps it watched, and
+cheaper per op than asking the array for its address), so a view (reshape, transpose,
+slice) of a tracked buffer adds nothing, and it watches the buffer's owning array
+through a weak reference: the bytes are released when the
 array is really freed, whoever held it last (the user's code, a saved residual, a
 cotangent). So `live_bytes` is what the process actually holds because of the engine
 and `peak_bytes` its maximum, which `tracemalloc` can cross-check (NumPy reports its
@@ -32,8 +34,8 @@ class Ledger:
         self.allocated = collections.Counter()
         #: how many times each primitive's VJP ran
         self.vjp_calls = collections.Counter()
-        self._live = {}  # address -> (nbytes, tag, weakref to the owning array)
-        self._why = {}  # address -> [why a VJP saves it], for live saved buffers
+        self._live = {}  # key -> (nbytes, tag, weakref to the owning array)
+        self._why = {}  # key -> [why a VJP saves it], for live saved buffers
         #: {tag: live bytes} at the highest point since `watch_peak` (None: not watched)
         self.peak_by_tag = None
         #: {tag: bytes allocated} since `watch_peak` (None: not watched)
@@ -46,7 +48,7 @@ class Ledger:
         base = xp.owner(array)
         if base.nbytes == 0:
             return
-        address = xp.buffer_address(base)
+        address = id(base)
         if address in self._live:
             return
         try:
@@ -54,7 +56,7 @@ class Ledger:
         except TypeError:  # an array type without weak references: count it as live
             ref = None
         self._live[address] = (base.nbytes, tag, ref)
-        self.allocated[str(base.dtype)] += base.nbytes
+        self.allocated[_dtype_name(base.dtype)] += base.nbytes
         if self._watched is not None:
             self._watched[tag] += base.nbytes
             self.allocated_by_tag[tag] = self.allocated_by_tag.get(tag, 0) + base.nbytes
@@ -63,7 +65,7 @@ class Ledger:
     def retag(self, array, tag):
         """`array`'s buffer now holds what `tag` made (an output written over a
         temporary, tape.donated): count it under that tag from now on."""
-        address = xp.buffer_address(array)
+        address = key(array)
         if address in self._live:
             nbytes, old, ref = self._live[address]
             self._live[address] = (nbytes, tag, ref)
@@ -74,14 +76,14 @@ class Ledger:
     def note_saved(self, array, why):
         """A VJP keeps `array`'s buffer, because `why` (a tracked buffer only: the
         caller's arrays are not the engine's)."""
-        address = xp.buffer_address(array)
+        address = key(array)
         if address in self._live:
             reasons = self._why.setdefault(address, [])
             if why not in reasons:
                 reasons.append(why)
 
     def reasons(self, address):
-        """Why VJPs keep the live buffer at `address` ([] if none saved it)."""
+        """Why VJPs keep the live buffer `address` (its `key`; [] if none saved it)."""
         return list(self._why.get(address, ()))
 
     def kept_for(self):
@@ -108,7 +110,7 @@ class Ledger:
         self.peak_by_tag = dict(self._watched)
 
     def live_buffers(self):
-        """[(address, nbytes, tag)] of the buffers live now."""
+        """[(key, nbytes, tag)] of the buffers live now (`key`: the owning array's)."""
         return [(address, nbytes, tag) for address, (nbytes, tag, _) in self._live.items()]
 
     def live_by_tag(self):
@@ -135,3 +137,19 @@ class Ledger:
 
     def __repr__(self):
         return f"Ledger(live_bytes={self.live_bytes}, peak_bytes={self.peak_bytes}, events={len(self.timeline)})"
+
+
+def key(array):
+    """The ledger's key for `array`'s buffer: its owning array's identity."""
+    return id(xp.owner(array))
+
+
+_DTYPE_NAMES = {}
+
+
+def _dtype_name(dtype):
+    # str(dtype) costs microseconds on every tracked array; the names are few
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name

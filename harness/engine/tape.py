@@ -217,7 +217,8 @@ def apply(prim, args, params):
             values[i] = arg.item()
     arg = None  # the loop's last operand must not look referenced once more than the others (donated)
     _check_operands(prim, values[:n])
-    into = donated(args, values, n) if prim.writes_into is not None and parents is not None else None
+    # (never under a node maker such as articulation's, which may keep operands by value)
+    into = donated(args, values, n) if prim.writes_into is not None and parents is not None and not _node_makers else None
     if into is None:
         out = run_forward(prim, values, params, n)
     else:  # the temporary's buffer becomes the output: one activation fewer in flight
@@ -350,9 +351,9 @@ def run_forward(prim, values, params, n=None):
 def track_output(ledger, out, operands, tag):
     # An output that is a view of an operand (reshape, slice) is not a new buffer: if
     # the operand is the engine's it is counted already, if the caller's it is not ours.
-    address = xp.buffer_address(out)
+    base = xp.owner(out)
     for value in operands:
-        if xp.is_array(value) and xp.buffer_address(value) == address:
+        if xp.is_array(value) and xp.owner(value) is base:
             return
     ledger.track(out, tag)
 

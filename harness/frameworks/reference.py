@@ -196,8 +196,9 @@ class ReferenceAdapter(Adapter):
         if ledger is None:
             return None, "the engine ran without its ledger (track_memory=False)"
         from harness.engine import xp
+        from harness.engine.ledger import key
 
-        loss = xp.buffer_address(xp.owner(state[0])) if xp.is_array(state[0]) else None
+        loss = key(state[0]) if xp.is_array(state[0]) else None
         entries = [(address, nbytes, tag.split(":", 1)[-1], ledger.reasons(address))
                    for address, nbytes, tag in ledger.live_buffers() if address != loss]
         return entries, ("the engine's ledger: each buffer live at the end of forward, under the primitive that made "
