@@ -93,6 +93,10 @@ def test_the_overview_lists_every_change_newest_first(site):
     assert "d1f215d37784 cpu: uop worker (#17133)" in page
     row = next(r for r in page.split("<tr>") if "d1f215d37784" in r)
     assert "0.13.0 → <strong>0.14.0</strong>" in row and "first bad commit, confirmed" in row
+    # why it moved: `harness diff` of the two releases' median rounds
+    href = re.search(r'<a href="(diff/[^"]+)">diff</a>', row).group(1)
+    diff = (site / "releases" / href).read_text()
+    assert "tinygrad 0.13.0" in diff and "tinygrad 0.14.0" in diff and "retained" in diff
 
 
 def test_the_overview_attaches_commits_files_and_shows_a_confirmation(tmp_path):
