@@ -21,7 +21,7 @@ from harness.diff import compare, select
 from harness.diff import page as diff_page
 from harness.releases import detect
 from harness.report.records import load as load_records
-from harness.site.layout import page
+from harness.site.layout import page, with_home_link
 
 
 def _read(path, default):
@@ -112,7 +112,9 @@ def write_diffs(releases_dir, per_framework, out_dir):
             labels = tuple(f"{framework} {release} ({select.label(found[0])}; round {found[1]} of {found[2]}, "
                            "the median by step peak)" for release, found in ((key[3], a), (key[4], b)))
             name = re.sub(r"[^\w.+-]", "_", "-".join(key)) + ".html"
-            diff_page.write(os.path.join(out_dir, "releases", "diff", name), compare.build(a[0], b[0], labels))
+            target = os.path.join(out_dir, "releases", "diff", name)
+            diff_page.write(target, compare.build(a[0], b[0], labels))
+            with_home_link(target, depth=2)
             written[key] = f"diff/{name}"
     return written
 
@@ -208,6 +210,7 @@ def write(releases_dir, out_dir):
         href = None
         if os.path.exists(source):
             shutil.copyfile(source, os.path.join(target, f"{framework}.html"))
+            with_home_link(os.path.join(target, f"{framework}.html"), depth=1)
             href = f"releases/{framework}.html"
             with_page.add(framework)
         listed.append((framework, len(changes), href or "releases/index.html"))
