@@ -3,6 +3,7 @@ headline with their provenance and links every part; each part is written."""
 
 import json
 import os
+import pathlib
 import re
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from harness import cli
 from harness.site import command, comparisons, releases
 
-from conftest import ROOT
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_the_front_page_links_every_part(site):
