@@ -24,7 +24,8 @@ SOURCES = {"cpu": ("results/cpu/*.jsonl",), "cuda": ("results/gpu/*/*.jsonl",)}
 SIZE_ORDER = ("tiny", "small", "paper")
 #: how each set is refreshed (docs/site.md says more)
 REFRESH = {
-    "cpu": "nice -n 10 python -m harness run --size {size} --out results/cpu/{size}.jsonl",
+    "cpu": "nice -n 10 python -m harness run --size {size} --out results/cpu/{size}.jsonl "
+           "(add --resume to complete a run that was stopped)",
     "cuda": "tools/gpu_sweep.sh --budget 480 OUT on a GPU machine, then commit OUT/*.jsonl under "
             "results/gpu/DATE-GPU/ with a README naming the command",
 }

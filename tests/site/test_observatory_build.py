@@ -72,6 +72,10 @@ def test_a_set_that_is_not_committed_is_named_with_its_command(tmp_path):
     assert "python -m harness run --size small --out results/cpu/small.jsonl" in front
     assert "No committed CPU paper records" in front
     assert "0 changes found" in front
+    # the one record's workload is drawn; the run's missing workloads are named, not hidden
+    workload = json.loads(one)["workload"]
+    note = re.search(r"no record of ([^(<]*) \(the run did not reach them\)", front).group(1)
+    assert workload not in note and len(note.split(", ")) == 6
 
 
 def test_the_command_line_writes_the_site_and_refuses_a_bad_choice(tmp_path, capsys):
