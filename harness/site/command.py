@@ -59,8 +59,13 @@ def build_site(out_dir, root=ROOT, with_history=True, asv_assets=None):
 
 
 def main(args):
+    root = os.path.abspath(args.root)
+    if not all(os.path.isdir(os.path.join(root, part)) for part in ("results", "releases", "docs")):
+        print(f"error: {root} is not a gradmem repository (no results/, releases/ and docs/): "
+              "give --root, the checkout whose records the site shows", file=sys.stderr)
+        return 2
     try:
-        path = build_site(args.out, os.path.abspath(args.root), args.history == "build", args.asv_assets)
+        path = build_site(args.out, root, args.history == "build", args.asv_assets)
     except RecordError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

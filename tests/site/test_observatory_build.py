@@ -85,6 +85,8 @@ def test_the_command_line_writes_the_site_and_refuses_a_bad_choice(tmp_path, cap
         cli.main(["site", "--out", str(tmp_path / "s"), "--history", "maybe"])
     assert exit_info.value.code == 2
     assert "choose from 'build', 'skip'" in capsys.readouterr().err
+    assert cli.main(["site", "--out", str(tmp_path / "t"), "--root", str(tmp_path)]) == 2
+    assert "is not a gradmem repository" in capsys.readouterr().err and not (tmp_path / "t").exists()
 
 
 def test_the_overview_lists_every_change_newest_first(site):
