@@ -1,4 +1,4 @@
-# The README's two commands. Each sets everything up on a fresh machine (a venv with
+# The README's two commands, and the site. Each sets everything up on a fresh machine (a venv with
 # the package and every framework) and then does its job.
 #   make run    the default CPU comparison: a `small` sweep, results and the report
 #   make test   the test suite (what .ci/run calls)

@@ -11,6 +11,7 @@ Every page but the history opens from disk; no page loads anything from elsewher
 """
 
 import os
+import shutil
 import sys
 
 from harness.report.build import write_atomically
@@ -41,6 +42,8 @@ def add_arguments(parser):
 def build_site(out_dir, root=ROOT, with_history=True, asv_assets=None):
     """Write the whole site into out_dir; returns the front page's path."""
     os.makedirs(out_dir, exist_ok=True)
+    for part in ("comparison", "releases"):  # what an earlier build wrote that this one may not
+        shutil.rmtree(os.path.join(out_dir, part), ignore_errors=True)
     record_sets = comparisons.find(root)
     comparisons.write_pages(record_sets, out_dir)
     present = {s.name for s in record_sets}
@@ -59,8 +62,13 @@ def build_site(out_dir, root=ROOT, with_history=True, asv_assets=None):
 
 
 def main(args):
+    root = os.path.abspath(args.root)
+    if not all(os.path.isdir(os.path.join(root, part)) for part in ("results", "releases", "docs")):
+        print(f"error: {root} is not a gradmem repository (no results/, releases/ and docs/): "
+              "give --root, the checkout whose records the site shows", file=sys.stderr)
+        return 2
     try:
-        path = build_site(args.out, os.path.abspath(args.root), args.history == "build", args.asv_assets)
+        path = build_site(args.out, root, args.history == "build", args.asv_assets)
     except RecordError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 from harness.report import build as report_build
 from harness.report.provenance import measured_span
 from harness.report.records import load
+from harness.site import layout
 
 #: where each device's committed records are, relative to the repository's root
 SOURCES = {"cpu": ("results/cpu/*.jsonl",), "cuda": ("results/gpu/*/*.jsonl",)}
 SIZE_ORDER = ("tiny", "small", "paper")
 #: how each set is refreshed (docs/site.md says more)
 REFRESH = {
-    "cpu": "nice -n 10 python -m harness run --size {size} --out results/cpu/{size}.jsonl",
+    "cpu": "nice -n 10 python -m harness run --size {size} --out results/cpu/{size}.jsonl "
+           "(add --resume to complete a run that was stopped)",
     "cuda": "tools/gpu_sweep.sh --budget 480 OUT on a GPU machine, then commit OUT/*.jsonl under "
             "results/gpu/DATE-GPU/ with a README naming the command",
 }
@@ -76,6 +78,7 @@ def write_pages(record_sets, out_dir):
                 handle.write(json.dumps(record, sort_keys=True) + "\n")
         title = f"gradmem comparison: {record_set.device.upper()} {record_set.size}"
         pages[record_set.name] = report_build.build([data], folder, title=title)
+        layout.with_home_link(pages[record_set.name], depth=2)
     return pages
 
 

@@ -4,7 +4,7 @@ when each was measured, and links to every part of the site."""
 import html
 from collections import OrderedDict
 
-from harness import figures
+from harness import figures, workloads
 from harness.report.fmt import human_bytes
 from harness.report.records import column_rank, workload_rank
 from harness.site import comparisons
@@ -78,6 +78,9 @@ def headline_table(record_set):
     left_rows = [w for w in grid if w not in shown_rows]
     if left_rows:
         notes.append(f"no cell of {', '.join(left_rows)} ran in this set")
+    unrecorded = [w for w in workloads.NAMES if w not in grid]
+    if unrecorded:
+        notes.append(f"no record of {', '.join(unrecorded)} (the run did not reach them)")
     note = f'<p class="meta">{html.escape("; ".join(notes))}.</p>' if notes else ""
     return (f'<table class="headline"><thead><tr><th>workload</th>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>{note}')

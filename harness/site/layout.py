@@ -55,3 +55,15 @@ def page(title, body, depth=0):
         f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n"
         f"<body>\n<nav>{nav}</nav>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
     )
+
+
+def with_home_link(path, depth):
+    """Put a link back to the front page at the top of a page another command wrote
+    (the comparison, release and diff pages), `depth` folders below the site's root."""
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    link = (f'<p style="margin:0 0 .5em"><a href="{"../" * depth}index.html">← gradmem observatory</a></p>')
+    if "<body>" in text and link not in text:
+        text = text.replace("<body>", "<body>" + link, 1)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)

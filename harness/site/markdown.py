@@ -53,6 +53,28 @@ def inline(text, resolve=lambda url: url):
     return "".join(out)
 
 
+_MOVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*→\s*(\d+(?:\.\d+)?)\s*$")
+BAR_WIDTH = 140
+
+
+def _move_columns(head, rows):
+    """Columns whose header says "before → after" and whose every cell is "A → B" (numbers)."""
+    return [i for i, title in enumerate(head) if "→" in title and rows
+            and all(i < len(row) and _MOVE.match(row[i]) for row in rows)]
+
+
+def move_chart(cell):
+    """Two bars of one "A → B" cell on the row's own scale (the larger is full width), and B / A."""
+    before, after = (float(x) for x in _MOVE.match(cell).groups())
+    top = max(before, after) or 1.0
+    widths = [max(1.0, BAR_WIDTH * v / top) for v in (before, after)]
+    ratio = f"{after / before:.2f}×" if before else ""
+    return (f'<svg width="{BAR_WIDTH + 50}" height="26" role="img" aria-label="{html.escape(cell)}">'
+            f'<rect x="0" y="2" width="{widths[0]:.1f}" height="9" fill="#9aa5b1"><title>before {before:g}</title></rect>'
+            f'<rect x="0" y="14" width="{widths[1]:.1f}" height="9" fill="#2f6fb0"><title>after {after:g}</title></rect>'
+            f'<text x="{BAR_WIDTH + 4}" y="21" font-size="11">{ratio}</text></svg>')
+
+
 def _cells(line):
     line = line.strip()
     if line.startswith("|"):
@@ -106,10 +128,15 @@ def to_html(text, resolve=lambda url: url):
             while i < len(lines) and lines[i].strip().startswith("|"):
                 rows.append(_cells(lines[i]))
                 i += 1
+            # a column of "A → B" figures is also drawn: before (grey) and after (blue) bars
+            charted = _move_columns(head, rows)
+            extra = "".join(f"<th>{inline(head[i], resolve)}: drawn (grey before, blue after)</th>"
+                            for i in charted)
             parts = ["<table>", "<thead><tr>" + "".join(f"<th>{inline(c, resolve)}</th>" for c in head)
-                     + "</tr></thead>", "<tbody>"]
+                     + extra + "</tr></thead>", "<tbody>"]
             for row in rows:
-                parts.append("<tr>" + "".join(f"<td>{inline(c, resolve)}</td>" for c in row) + "</tr>")
+                parts.append("<tr>" + "".join(f"<td>{inline(c, resolve)}</td>" for c in row)
+                             + "".join(f"<td>{move_chart(row[i])}</td>" for i in charted) + "</tr>")
             parts.append("</tbody></table>")
             out.append("\n".join(parts))
             continue

@@ -1,9 +1,12 @@
 """The releases overview: every change the release sweeps found, across frameworks,
-newest first, with the commit stage 2 named where it found one; and each framework's
-own page (releases/NAME.html, written by `harness releases`) copied beside it.
+newest first, with the commit stage 2 named where it found one; each framework's own
+page (releases/NAME.html, written by `harness releases`) copied beside it; and a diff
+page per pair of releases a change lies between (`harness diff` of the two cells: the
+categories, the ops and the environment that moved).
 
 Reads releases/NAME.changes.json (the changes), NAME.sweep.json (the releases' upload
-dates and the sweep's size) and NAME.commits.json (stage 2's commit searches).
+dates and the sweep's size), NAME.commits.json (stage 2's commit searches) and
+NAME.jsonl (each release's rounds, for the diff pages).
 """
 
 import glob
@@ -13,8 +16,12 @@ import os
 import re
 import shutil
 
+from harness import figures
+from harness.diff import compare, select
+from harness.diff import page as diff_page
 from harness.releases import detect
-from harness.site.layout import page
+from harness.report.records import load as load_records
+from harness.site.layout import page, with_home_link
 
 
 def _read(path, default):
@@ -72,6 +79,46 @@ def newest_first(per_framework):
     return sorted(everything, key=lambda c: (c["uploaded"], c["order"]), reverse=True)
 
 
+def _median_round(rounds):
+    """The round whose step peak is the median of the ok rounds (the lower middle of an
+    even count), and its place: (record, k, n), or None when no round is ok."""
+    ok = [r for r in rounds if r.get("status") == "ok"]
+    if not ok:
+        return None
+    ranked = sorted(ok, key=lambda r: (figures.value(r, "step_peak") is None, figures.value(r, "step_peak") or 0))
+    chosen = ranked[(len(ranked) - 1) // 2]
+    return chosen, rounds.index(chosen) + 1, len(rounds)
+
+
+def write_diffs(releases_dir, per_framework, out_dir):
+    """releases/diff/FRAMEWORK-WORKLOAD-MODE-A-B.html per pair of releases a change lies
+    between; returns {(framework, workload, mode, A, B): href from releases/}."""
+    written = {}
+    for framework, changes in per_framework:
+        path = os.path.join(releases_dir, f"{framework}.jsonl")
+        if not changes or not os.path.exists(path):
+            continue
+        rounds = {}
+        for record in load_records([path]):
+            rounds.setdefault((record["workload"], record["mode"], record.get("version")), []).append(record)
+        for change in changes:
+            key = (framework, change["workload"], change["mode"], change["before_release"], change["release"])
+            if key in written:
+                continue
+            a = _median_round(rounds.get((key[1], key[2], key[3]), []))
+            b = _median_round(rounds.get((key[1], key[2], key[4]), []))
+            if a is None or b is None:
+                continue
+            labels = tuple(f"{framework} {release} ({select.label(found[0])}; round {found[1]} of {found[2]}, "
+                           "the median by step peak)" for release, found in ((key[3], a), (key[4], b)))
+            name = re.sub(r"[^\w.+-]", "_", "-".join(key)) + ".html"
+            target = os.path.join(out_dir, "releases", "diff", name)
+            diff_page.write(target, compare.build(a[0], b[0], labels))
+            with_home_link(target, depth=2)
+            written[key] = f"diff/{name}"
+    return written
+
+
 def _commit(search):
     if not search:
         return '<td class="none">–</td>'
@@ -82,6 +129,12 @@ def _commit(search):
     if search.get("kind") == "range":
         return f'<td>in {html.escape(", ".join(search.get("suspects") or []))}<br><span class="meta">unmeasurable commits</span></td>'
     return '<td class="none">the tags do not differ beyond the threshold</td>'
+
+
+def _why(change, diffs):
+    key = (change["framework"], change["workload"], change["mode"], change["before_release"], change["release"])
+    href = diffs.get(key)
+    return f'<td><a href="{html.escape(href)}">diff</a></td>' if href else '<td class="none">–</td>'
 
 
 def _confirmation(change):
@@ -99,8 +152,10 @@ def _confirmation(change):
     return f"<td>{html.escape(text)}</td>"
 
 
-def render_overview(per_framework, with_page):
-    """The overview page; `with_page`: the frameworks whose own page sits beside it."""
+def render_overview(per_framework, with_page, diffs=None):
+    """The overview page; `with_page`: the frameworks whose own page sits beside it;
+    `diffs`: {(framework, workload, mode, A, B): href} of the diff pages."""
+    diffs = diffs or {}
     changes = newest_first(per_framework)
 
     def name_link(name, anchor=""):
@@ -123,7 +178,7 @@ def render_overview(per_framework, with_page):
             f'<td class="num {html.escape(c.get("direction", ""))}">{detect.fmt(c["figure"], c["before"])} → '
             f'{detect.fmt(c["figure"], c["after"])}{relative}</td>'
             f'<td class="num">{detect.fmt(c["figure"], c["band"])}</td>'
-            + _commit(c.get("search")) + _confirmation(c) + "</tr>")
+            + _commit(c.get("search")) + _confirmation(c) + _why(c, diffs) + "</tr>")
     body = (
         "<h1>Changes between releases</h1>"
         f"<p>{len(changes)} changes across {len(per_framework)} frameworks, the release uploaded last first. "
@@ -132,10 +187,13 @@ def render_overview(per_framework, with_page):
         "their rounds (docs/releases.md). Time figures are advisory: measured on a shared machine. "
         "<em>Commit</em>: the first commit of the framework's own history that moved the figure, where "
         "stage 2 (<code>harness bisect --repo</code>) searched; confirmed when the commit before it measured good again. "
-        "<em>Confirmation</em>: a later re-measurement of the change, where one was recorded.</p>"
+        "<em>Confirmation</em>: a later re-measurement of the change, where one was recorded. "
+        "<em>Why</em>: <code>harness diff</code> of the two releases' cells (the median round of each by step "
+        "peak): the figures, the categories and ops that moved, the environment.</p>"
         f"<p>Each framework, release by release: {links}</p>"
         "<table><thead><tr><th>framework</th><th>releases</th><th>cell</th><th>figure</th><th>size</th>"
-        "<th>median before → after</th><th>band</th><th>commit (stage 2)</th><th>confirmation</th></tr></thead>"
+        "<th>median before → after</th><th>band</th><th>commit (stage 2)</th><th>confirmation</th>"
+        "<th>why</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>")
     return page("gradmem: changes between releases", body, depth=1)
 
@@ -152,9 +210,10 @@ def write(releases_dir, out_dir):
         href = None
         if os.path.exists(source):
             shutil.copyfile(source, os.path.join(target, f"{framework}.html"))
+            with_home_link(os.path.join(target, f"{framework}.html"), depth=1)
             href = f"releases/{framework}.html"
             with_page.add(framework)
         listed.append((framework, len(changes), href or "releases/index.html"))
     with open(os.path.join(target, "index.html"), "w", encoding="utf-8") as handle:
-        handle.write(render_overview(per_framework, with_page))
+        handle.write(render_overview(per_framework, with_page, write_diffs(releases_dir, per_framework, out_dir)))
     return listed

@@ -50,3 +50,13 @@ def test_links_inside_the_site_stay_links_and_others_become_text():
 
 def test_snake_case_names_are_not_italic():
     assert "<em>" not in markdown.inline("chained_dot and tiny_nerf and seq2seq_attention")
+
+
+def test_a_column_of_moves_is_also_drawn():
+    out = markdown.to_html("| cell | before → after (MiB) |\n|---|---|\n| a | 145.38 → 51.64 |\n| b | 2 → 4 |\n")
+    assert out.count("<svg") == 2 and "drawn (grey before, blue after)" in out
+    first, second = out.split("<svg")[1:]
+    # one row's own scale: the larger figure is the full bar, the other in proportion
+    assert f'width="{markdown.BAR_WIDTH:.1f}"' in first and f'width="{markdown.BAR_WIDTH * 51.64 / 145.38:.1f}"' in first
+    assert "0.36×" in first and "2.00×" in second
+    assert "<svg" not in markdown.to_html("| a | b → c |\n|---|---|\n| x | not a number |\n")

@@ -3,6 +3,7 @@ headline with their provenance and links every part; each part is written."""
 
 import json
 import os
+import pathlib
 import re
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from harness import cli
 from harness.site import command, comparisons, releases
 
-from conftest import ROOT
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_the_front_page_links_every_part(site):
@@ -20,7 +21,9 @@ def test_the_front_page_links_every_part(site):
     assert framework_pages  # the repository holds release pages
     for name in framework_pages:
         assert f"releases/{name}" in hrefs
-        assert (site / "releases" / name).read_bytes() == (ROOT / "releases" / name).read_bytes()
+        copy = (site / "releases" / name).read_text()
+        home = re.search(r'<p style="[^"]*"><a href="\.\./index\.html">← gradmem observatory</a></p>', copy).group(0)
+        assert copy.replace(home, "", 1) == (ROOT / "releases" / name).read_text()  # as written, and a way back
     assert {"releases/index.html", "seeds.html", "gpu.html"} <= hrefs
     assert 'id="history"' in front and "Not built (--history skip)" in front
     for record_set in comparisons.find(str(ROOT)):
@@ -69,6 +72,10 @@ def test_a_set_that_is_not_committed_is_named_with_its_command(tmp_path):
     assert "python -m harness run --size small --out results/cpu/small.jsonl" in front
     assert "No committed CPU paper records" in front
     assert "0 changes found" in front
+    # the one record's workload is drawn; the run's missing workloads are named, not hidden
+    workload = json.loads(one)["workload"]
+    note = re.search(r"no record of ([^(<]*) \(the run did not reach them\)", front).group(1)
+    assert workload not in note and len(note.split(", ")) == 6
 
 
 def test_the_command_line_writes_the_site_and_refuses_a_bad_choice(tmp_path, capsys):
@@ -78,6 +85,8 @@ def test_the_command_line_writes_the_site_and_refuses_a_bad_choice(tmp_path, cap
         cli.main(["site", "--out", str(tmp_path / "s"), "--history", "maybe"])
     assert exit_info.value.code == 2
     assert "choose from 'build', 'skip'" in capsys.readouterr().err
+    assert cli.main(["site", "--out", str(tmp_path / "t"), "--root", str(tmp_path)]) == 2
+    assert "is not a gradmem repository" in capsys.readouterr().err and not (tmp_path / "t").exists()
 
 
 def test_the_overview_lists_every_change_newest_first(site):
@@ -93,6 +102,10 @@ def test_the_overview_lists_every_change_newest_first(site):
     assert "d1f215d37784 cpu: uop worker (#17133)" in page
     row = next(r for r in page.split("<tr>") if "d1f215d37784" in r)
     assert "0.13.0 → <strong>0.14.0</strong>" in row and "first bad commit, confirmed" in row
+    # why it moved: `harness diff` of the two releases' median rounds
+    href = re.search(r'<a href="(diff/[^"]+)">diff</a>', row).group(1)
+    diff = (site / "releases" / href).read_text()
+    assert "tinygrad 0.13.0" in diff and "tinygrad 0.14.0" in diff and "retained" in diff
 
 
 def test_the_overview_attaches_commits_files_and_shows_a_confirmation(tmp_path):
