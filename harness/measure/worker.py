@@ -209,9 +209,13 @@ def memory_pass(job, marks):
         if device is not None:
             samples[-1]["device"] = device.figures()
     held = adapter.step_held_bytes()
-    if held is not None:  # buffers a compiled step keeps for itself (TinyJit): its own
-        samples = [_count_held_in_step(sample, *held[:2]) for sample in samples]
     device_samples = [sample.pop("device", None) for sample in samples]
+    if held is not None:  # buffers a compiled step keeps for itself (TinyJit): its own,
+        # held where the step runs: in the device's figures on CUDA, the host's on the CPU
+        if device is not None:
+            device_samples = [_count_held_in_step(sample, *held[:2]) for sample in device_samples]
+        else:
+            samples = [_count_held_in_step(sample, *held[:2]) for sample in samples]
     steady = median_step(samples)  # the host's figures: the median step by RSS
     device_memory = None
     if device is not None:  # the device's: the median step by the allocator, on its own

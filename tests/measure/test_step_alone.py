@@ -134,3 +134,14 @@ def test_a_failed_step_alone_leaves_the_upper_bound_and_says_why(fake_device, mo
     # the in-process figures stay, exact or an upper bound as their own phases showed
     assert "in_process" not in device and "peak_exact" in device
     assert figures.upper_bound(record(result), "step_peak") == (not device["peak_exact"]["total"])
+
+
+def test_a_compiled_steps_own_buffers_count_in_the_device_step_peak_on_cuda():
+    # TinyJit keeps its buffers between calls: on CUDA they are device memory, resident at
+    # the step's start (the allocator files them under retained); they move into the
+    # device's step peak, footprint unchanged, as the host's do on the CPU
+    device = {"retained_bytes": 40 * MIB, "peak_bytes": {"total": 8 * MIB},
+              "footprint_bytes": {"total": 48 * MIB}, "nvml_peak_bytes": 600 * MIB}
+    moved = worker._count_held_in_step(device, 32 * MIB, "anon")
+    assert moved["retained_bytes"] == 8 * MIB and moved["peak_bytes"]["total"] == 40 * MIB
+    assert moved["footprint_bytes"] == device["footprint_bytes"]
