@@ -148,14 +148,17 @@ def samples(records, key):
     (group_key), in pair order."""
     workload, mode, before, after = key
     label = pair_label(before, after)
-    out = {before: [], after: []}
+    held = {before: {}, after: {}}
     for record in records:
         if (record.get(PAIR_KEY) == label and record.get("workload") == workload and record.get("mode") == mode
-                and detect.release_of(record) in out):
-            out[detect.release_of(record)].append((record.get(INDEX_KEY) or 0, record))
-    for release in out:
-        out[release].sort(key=lambda item: item[0])
-    return out
+                and detect.release_of(record) in held):
+            # the newest sample of an index stands, except that an `unavailable` one (the
+            # release could not be installed then) never replaces a measured one
+            mine = held[detect.release_of(record)]
+            index = record.get(INDEX_KEY) or 0
+            if index not in mine or record.get("status") != "unavailable":
+                mine[index] = record
+    return {release: sorted(mine.items(), key=lambda item: item[0]) for release, mine in held.items()}
 
 
 def verdict_of(change, records):
