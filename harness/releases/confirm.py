@@ -256,7 +256,7 @@ def summary(document):
     return "\n".join(lines)
 
 
-def lead_lines(changes):
+def lead_lines(changes, also="also moved"):
     """One line per (workload, mode, release pair) of `changes`: its first figure in the
     page's order with both runs' figures, the other figures that moved with it named
     with their side-by-side moves ([(line, the change the line leads with)])."""
@@ -264,12 +264,13 @@ def lead_lines(changes):
     for change in changes:
         groups.setdefault(group_key(change), []).append(change)
     order = list(detect.FIGURES)
+    label = also
     out = []
     for members in groups.values():
         members = sorted(members, key=lambda c: order.index(c["figure"]))
         first, rest = members[0], members[1:]
-        also = ", ".join(f"{c['figure']} {_move(c)}" for c in rest)
-        out.append((line(first) + (f"; also moved: {also}" if also else ""), first))
+        others = ", ".join(f"{c['figure']} {_move(c)}" for c in rest)
+        out.append((line(first) + (f"; {label}: {others}" if others else ""), first))
     return out
 
 
