@@ -148,14 +148,17 @@ def samples(records, key):
     (group_key), in pair order."""
     workload, mode, before, after = key
     label = pair_label(before, after)
-    out = {before: [], after: []}
+    held = {before: {}, after: {}}
     for record in records:
         if (record.get(PAIR_KEY) == label and record.get("workload") == workload and record.get("mode") == mode
-                and detect.release_of(record) in out):
-            out[detect.release_of(record)].append((record.get(INDEX_KEY) or 0, record))
-    for release in out:
-        out[release].sort(key=lambda item: item[0])
-    return out
+                and detect.release_of(record) in held):
+            # the newest sample of an index stands, except that an `unavailable` one (the
+            # release could not be installed then) never replaces a measured one
+            mine = held[detect.release_of(record)]
+            index = record.get(INDEX_KEY) or 0
+            if index not in mine or record.get("status") != "unavailable":
+                mine[index] = record
+    return {release: sorted(mine.items(), key=lambda item: item[0]) for release, mine in held.items()}
 
 
 def verdict_of(change, records):
@@ -253,7 +256,7 @@ def summary(document):
     return "\n".join(lines)
 
 
-def lead_lines(changes):
+def lead_lines(changes, also="also moved"):
     """One line per (workload, mode, release pair) of `changes`: its first figure in the
     page's order with both runs' figures, the other figures that moved with it named
     with their side-by-side moves ([(line, the change the line leads with)])."""
@@ -261,12 +264,13 @@ def lead_lines(changes):
     for change in changes:
         groups.setdefault(group_key(change), []).append(change)
     order = list(detect.FIGURES)
+    label = also
     out = []
     for members in groups.values():
         members = sorted(members, key=lambda c: order.index(c["figure"]))
         first, rest = members[0], members[1:]
-        also = ", ".join(f"{c['figure']} {_move(c)}" for c in rest)
-        out.append((line(first) + (f"; also moved: {also}" if also else ""), first))
+        others = ", ".join(f"{c['figure']} {_move(c)}" for c in rest)
+        out.append((line(first) + (f"; {label}: {others}" if others else ""), first))
     return out
 
 

@@ -136,8 +136,14 @@ class SideBySide:
         """The samples pairs 1..target lack, A then B within each pair."""
         workload, mode, before, after = key
         held = confirm.samples(self.held, key)
-        have = {release: {i for i, _ in held[release]} for release in (before, after)}
-        todo = [(i, release) for i in range(1, target + 1) for release in (before, after) if i not in have[release]]
+        # a sample the release could not be installed for is measured again by a later run
+        have = {release: {i for i, r in held[release] if r.get("status") != "unavailable"}
+                for release in (before, after)}
+        # a pair is measured whole: one side measured alone (its partner unavailable then,
+        # or a run stopped between them) is measured again beside the other, and the newer
+        # sample of an index stands (confirm.samples)
+        todo = [(i, release) for i in range(1, target + 1) if not (i in have[before] and i in have[after])
+                for release in (before, after)]
         if not todo:
             return 0
         predicted = any(c["figure"] == "predicted" for c in changes)  # the prediction costs a compile a cell
@@ -154,6 +160,9 @@ class SideBySide:
                 results.append_record(self.path, tagged)
             self.held.append(tagged)
             count += 1
+            if record.get("status") == "unavailable":  # every further sample of it would be too
+                self.say(f"  {self.framework}=={release} unavailable: {record.get('message', '')[-300:]}", flush=True)
+                break
         return count
 
     def _prune(self, releases):

@@ -31,8 +31,9 @@ def needs_other_python(pip_output, version):
     for line in pip_output.splitlines():
         if PIP_PYTHON_MISMATCH not in line:
             continue
-        # "...: 0.10.0 Requires-Python >=3.11; 0.11.0 Requires-Python >=3.12"
-        for part in line.split(":", 1)[-1].split(";"):
+        # "ERROR: Ignored ... python version: 0.10.0 Requires-Python >=3.11; 0.11.0 Requires-Python >=3.12"
+        # (the list starts after the message, not after "ERROR:": its first release counts too)
+        for part in line.split(PIP_PYTHON_MISMATCH, 1)[-1].lstrip(" :").split(";"):
             found = re.match(r"\s*(\S+)\s+Requires-Python\s+(.+?)\s*$", part)
             if found and found.group(1) == version:
                 return found.group(2)

@@ -220,3 +220,29 @@ def test_the_real_memory_passes_measure_as_the_sweep_does(tmp_path):
         assert r["peak_bytes"]["total"] > 0
     # two fresh workers of one cell: a deterministic engine repeats within the 256 KiB grain
     assert abs(found[0]["peak_bytes"]["total"] - found[1]["peak_bytes"]["total"]) <= detect.GRAIN_BYTES
+
+
+def test_an_unavailable_release_stops_its_pair_and_is_measured_again_later(tmp_path):
+    change = {"workload": "chained_dot", "mode": "eager", "figure": "step_peak", "before_release": "1.8.0",
+              "release": "1.9.0", "before": 6 * MIB, "after": 14 * MIB, "delta": 8 * MIB, "direction": "up",
+              "advisory": False, "before_samples": [0, 0], "after_samples": [0, 0]}
+    installable = {"now": False}
+
+    def measure(cells):
+        for cell in cells:
+            if cell["version"] == "1.8.0" and not installable["now"]:
+                yield cell, dict(record(cell["version"], 0), status="unavailable", message="requires Python >=3.99")
+            else:
+                yield cell, record(cell["version"], 6 * MIB + REAL.get(cell["version"], 0))
+
+    groups = {confirm.group_key(change): [change]}
+    runner = side_by_side.SideBySide(str(tmp_path), "autograd", "tiny", "float32", measure=measure,
+                                     say=lambda *a, **k: None)
+    assert runner.run(groups) == 1  # the first sample was unavailable: the pair's other nine are not tried
+    assert confirm.verdict_of(change, runner.held)["status"] == "failed"
+    installable["now"] = True  # the host gained the Python: a later run measures the pair
+    runner = side_by_side.SideBySide(str(tmp_path), "autograd", "tiny", "float32", measure=measure,
+                                     say=lambda *a, **k: None)
+    assert runner.run(groups) == 10  # every pair whole again: 1.8.0 and 1.9.0 side by side
+    verdict = confirm.verdict_of(change, runner.held)
+    assert verdict["status"] == "confirmed" and verdict["pairs"] == 5

@@ -29,6 +29,7 @@ def _fake_python(folder, name, version):
 
 def test_pip_refusal_names_the_release_requires_python():
     assert interpreters.needs_other_python(PIP_REFUSAL, "0.11.0") == ">=3.12"
+    assert interpreters.needs_other_python(PIP_REFUSAL, "0.10.0") == ">=3.11"  # the first of pip's list too
     assert interpreters.needs_other_python(PIP_REFUSAL, "0.9.2") is None  # refused for another reason
     assert interpreters.needs_other_python("ERROR: No matching distribution found", "0.11.0") is None
 
