@@ -735,7 +735,7 @@ def conv2d(x, w, stride=1, padding=0):
     # transients (the VJPs walk the same slabs).
     n, c, ho, wo, kh, kw = _conv_geometry(x, w, stride, padding)
     out = xp_of(x, w).empty((n, w.shape[0], ho, wo), dtype=x.dtype)
-    for rows in _row_slabs(ho):
+    for rows in _row_slabs(ho, _wide_row_bytes(x.shape, w.shape, padding, x.itemsize)):
         xs, count, wp = _input_rows(x, rows, stride, padding, kh)
         wide = None
         for i in range(kh):
@@ -764,10 +764,22 @@ def _conv_geometry(x, w, stride, padding):
     return n, c, ho, wo, kh, kw
 
 
-def _row_slabs(ho):
-    """The output rows in SLABS slices."""
-    step = -(-ho // SLABS)
+MIN_CONV_SLAB = 1 << 18  # bytes: a conv slab's wide rows below this are not worth the extra calls
+
+
+def _row_slabs(ho, row_bytes):
+    """The output rows in at most SLABS slices, each with at least MIN_CONV_SLAB bytes
+    of wide rows (`row_bytes` per row across the batch): at small sizes one slab, nine
+    BLAS calls per conv instead of 72, for transients of at most 256 KiB."""
+    count = builtins.max(1, builtins.min(SLABS, ho * row_bytes // MIN_CONV_SLAB))
+    step = -(-ho // count)
     return [slice(y, builtins.min(y + step, ho)) for y in range(0, ho, step)]
+
+
+def _wide_row_bytes(x_shape, w_shape, padding, itemsize):
+    """Bytes of one wide row of a conv's widest transient (padded input or result)."""
+    n, c, _, wd = x_shape
+    return n * builtins.max(c, w_shape[0]) * (wd + 2 * padding) * itemsize
 
 
 def _input_rows(x, rows, stride, padding, kh, xp=None):
@@ -815,7 +827,7 @@ def _conv2d_vjp_x(out, x, w, stride=1, padding=0):
         wp = wd + 2 * p
         dpad = xp_of(g).zeros((n, c, h + 2 * p + 1, wp), dtype=g.dtype)  # a spare row for the overrun
         dflat = dpad.reshape(n, c, -1)
-        for rows in _row_slabs(g.shape[2]):
+        for rows in _row_slabs(g.shape[2], _wide_row_bytes(x_shape, wv.shape, p, g.itemsize)):
             count = stride * (rows.stop - 1 - rows.start) + 1
             g_wide = _widen(g[:, :, rows], stride, count, wp)
             at = dflat[..., stride * rows.start * wp :]  # the slab's first padded input row on
@@ -834,7 +846,7 @@ def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
     def vjp(g):  # dw_ij = sum over batch and pixels of g (o, pixels) @ window_ij^T (pixels, c)
         _, _, kh, kw = w_shape
         dw = xp_of(g).zeros(w_shape, dtype=g.dtype)
-        for rows in _row_slabs(g.shape[2]):
+        for rows in _row_slabs(g.shape[2], _wide_row_bytes(x.shape, w_shape, padding, g.itemsize)):
             xs, count, wp = _input_rows(x, rows, stride, padding, kh, xp_of(g))
             g_wide = _widen(g[:, :, rows], stride, count, wp)
             for i in range(kh):
