@@ -117,6 +117,7 @@ def writable(a):
 
 
 SLABS = 8  # what is made piecewise (a contribution added into a gradient, a conv's rows) is made 1/8 at a time
+MIN_SLAB_BYTES = 1 << 18  # ... in slabs of at least this: below it the extra calls cost more than the bytes saved
 
 
 def slabs(shape, reduced=()):
@@ -451,14 +452,19 @@ def product_cotangent(left, right, shape, add_to):
 def add_matmul(acc, left, right):
     """acc += left @ right, an eighth of the product at a time: BLAS's C += A B, which
     NumPy's matmul does not expose, with a slab as the transient instead of the whole
-    product. Slabs of columns unless the product is taller than wide (with 2 OpenBLAS
-    threads, slabs of a square product's rows ran 2-5x slower than slabs of columns)."""
-    if acc.shape[-2] > acc.shape[-1]:
-        step = -(-acc.shape[-2] // SLABS)
+    product (fewer slabs, none under MIN_SLAB_BYTES, for a small product: one call per
+    slab costs more than the transient saves). Slabs of columns unless the product is
+    taller than wide (with 2 OpenBLAS threads, slabs of a square product's rows ran 2-5x
+    slower than slabs of columns)."""
+    count = builtins.max(1, builtins.min(SLABS, acc.nbytes // MIN_SLAB_BYTES))
+    if count == 1:
+        acc += left @ right
+    elif acc.shape[-2] > acc.shape[-1]:
+        step = -(-acc.shape[-2] // count)
         for i in range(0, acc.shape[-2], step):
             acc[..., i : i + step, :] += left[..., i : i + step, :] @ right
     else:
-        step = -(-acc.shape[-1] // SLABS)
+        step = -(-acc.shape[-1] // count)
         for i in range(0, acc.shape[-1], step):
             acc[..., i : i + step] += left @ right[..., i : i + step]
     return acc
@@ -764,14 +770,11 @@ def _conv_geometry(x, w, stride, padding):
     return n, c, ho, wo, kh, kw
 
 
-MIN_CONV_SLAB = 1 << 18  # bytes: a conv slab's wide rows below this are not worth the extra calls
-
-
 def _row_slabs(ho, row_bytes):
-    """The output rows in at most SLABS slices, each with at least MIN_CONV_SLAB bytes
+    """The output rows in at most SLABS slices, each with at least MIN_SLAB_BYTES bytes
     of wide rows (`row_bytes` per row across the batch): at small sizes one slab, nine
     BLAS calls per conv instead of 72, for transients of at most 256 KiB."""
-    count = builtins.max(1, builtins.min(SLABS, ho * row_bytes // MIN_CONV_SLAB))
+    count = builtins.max(1, builtins.min(SLABS, ho * row_bytes // MIN_SLAB_BYTES))
     step = -(-ho // count)
     return [slice(y, builtins.min(y + step, ho)) for y in range(0, ho, step)]
 
