@@ -117,7 +117,7 @@ def writable(a):
 
 
 SLABS = 8  # what is made piecewise (a contribution added into a gradient, a conv's rows) is made 1/8 at a time
-MIN_SLAB_BYTES = 1 << 18  # ... in slabs of at least this: below it the extra calls cost more than the bytes saved
+MIN_SLAB_BYTES = 1 << 16  # ... in slabs of at least this (64 KiB): smaller ones cost more calls than the bytes they save
 
 
 def slabs(shape, reduced=()):
@@ -772,8 +772,8 @@ def _conv_geometry(x, w, stride, padding):
 
 def _row_slabs(ho, row_bytes):
     """The output rows in at most SLABS slices, each with at least MIN_SLAB_BYTES bytes
-    of wide rows (`row_bytes` per row across the batch): at small sizes one slab, nine
-    BLAS calls per conv instead of 72, for transients of at most 256 KiB."""
+    of wide rows (`row_bytes` per row across the batch): a small conv makes fewer BLAS
+    calls (9 per slab and pass) for transients that stay under a few slabs' bytes."""
     count = builtins.max(1, builtins.min(SLABS, ho * row_bytes // MIN_SLAB_BYTES))
     step = -(-ho // count)
     return [slice(y, builtins.min(y + step, ho)) for y in range(0, ho, step)]
