@@ -117,6 +117,7 @@ def writable(a):
 
 
 SLABS = 8  # what is made piecewise (a contribution added into a gradient, a conv's rows) is made 1/8 at a time
+MIN_SLAB_BYTES = 1 << 16  # ... in slabs of at least this (64 KiB): smaller ones cost more calls than the bytes they save
 
 
 def slabs(shape, reduced=()):
@@ -451,14 +452,19 @@ def product_cotangent(left, right, shape, add_to):
 def add_matmul(acc, left, right):
     """acc += left @ right, an eighth of the product at a time: BLAS's C += A B, which
     NumPy's matmul does not expose, with a slab as the transient instead of the whole
-    product. Slabs of columns unless the product is taller than wide (with 2 OpenBLAS
-    threads, slabs of a square product's rows ran 2-5x slower than slabs of columns)."""
-    if acc.shape[-2] > acc.shape[-1]:
-        step = -(-acc.shape[-2] // SLABS)
+    product (fewer slabs, none under MIN_SLAB_BYTES, for a small product: one call per
+    slab costs more than the transient saves). Slabs of columns unless the product is
+    taller than wide (with 2 OpenBLAS threads, slabs of a square product's rows ran 2-5x
+    slower than slabs of columns)."""
+    count = builtins.max(1, builtins.min(SLABS, acc.nbytes // MIN_SLAB_BYTES))
+    if count == 1:
+        acc += left @ right
+    elif acc.shape[-2] > acc.shape[-1]:
+        step = -(-acc.shape[-2] // count)
         for i in range(0, acc.shape[-2], step):
             acc[..., i : i + step, :] += left[..., i : i + step, :] @ right
     else:
-        step = -(-acc.shape[-1] // SLABS)
+        step = -(-acc.shape[-1] // count)
         for i in range(0, acc.shape[-1], step):
             acc[..., i : i + step] += left @ right[..., i : i + step]
     return acc
@@ -735,7 +741,7 @@ def conv2d(x, w, stride=1, padding=0):
     # transients (the VJPs walk the same slabs).
     n, c, ho, wo, kh, kw = _conv_geometry(x, w, stride, padding)
     out = xp_of(x, w).empty((n, w.shape[0], ho, wo), dtype=x.dtype)
-    for rows in _row_slabs(ho):
+    for rows in _row_slabs(ho, _wide_row_bytes(x.shape, w.shape, padding, x.itemsize)):
         xs, count, wp = _input_rows(x, rows, stride, padding, kh)
         wide = None
         for i in range(kh):
@@ -764,10 +770,19 @@ def _conv_geometry(x, w, stride, padding):
     return n, c, ho, wo, kh, kw
 
 
-def _row_slabs(ho):
-    """The output rows in SLABS slices."""
-    step = -(-ho // SLABS)
+def _row_slabs(ho, row_bytes):
+    """The output rows in at most SLABS slices, each with at least MIN_SLAB_BYTES bytes
+    of wide rows (`row_bytes` per row across the batch): a small conv makes fewer BLAS
+    calls (9 per slab and pass) for transients that stay under a few slabs' bytes."""
+    count = builtins.max(1, builtins.min(SLABS, ho * row_bytes // MIN_SLAB_BYTES))
+    step = -(-ho // count)
     return [slice(y, builtins.min(y + step, ho)) for y in range(0, ho, step)]
+
+
+def _wide_row_bytes(x_shape, w_shape, padding, itemsize):
+    """Bytes of one wide row of a conv's widest transient (padded input or result)."""
+    n, c, _, wd = x_shape
+    return n * builtins.max(c, w_shape[0]) * (wd + 2 * padding) * itemsize
 
 
 def _input_rows(x, rows, stride, padding, kh, xp=None):
@@ -815,7 +830,7 @@ def _conv2d_vjp_x(out, x, w, stride=1, padding=0):
         wp = wd + 2 * p
         dpad = xp_of(g).zeros((n, c, h + 2 * p + 1, wp), dtype=g.dtype)  # a spare row for the overrun
         dflat = dpad.reshape(n, c, -1)
-        for rows in _row_slabs(g.shape[2]):
+        for rows in _row_slabs(g.shape[2], _wide_row_bytes(x_shape, wv.shape, p, g.itemsize)):
             count = stride * (rows.stop - 1 - rows.start) + 1
             g_wide = _widen(g[:, :, rows], stride, count, wp)
             at = dflat[..., stride * rows.start * wp :]  # the slab's first padded input row on
@@ -834,7 +849,7 @@ def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
     def vjp(g):  # dw_ij = sum over batch and pixels of g (o, pixels) @ window_ij^T (pixels, c)
         _, _, kh, kw = w_shape
         dw = xp_of(g).zeros(w_shape, dtype=g.dtype)
-        for rows in _row_slabs(g.shape[2]):
+        for rows in _row_slabs(g.shape[2], _wide_row_bytes(x.shape, w_shape, padding, g.itemsize)):
             xs, count, wp = _input_rows(x, rows, stride, padding, kh, xp_of(g))
             g_wide = _widen(g[:, :, rows], stride, count, wp)
             for i in range(kh):
