@@ -138,18 +138,26 @@ def _why(change, diffs):
 
 
 def _confirmation(change):
-    """A confirmation of the change (a later re-measurement), shown as it is recorded."""
+    """The change measured again side by side (`harness releases --confirm`): its status,
+    the move side by side, the test's p and pairs, and why, as far as the record says."""
     found = change.get("confirmation")
     if found is None:
         return '<td class="none">–</td>'
-    if isinstance(found, dict):
-        verdict = found.get("verdict") or found.get("status") or found.get("confirmed")
-        rest = "; ".join(f"{k}: {v}" for k, v in found.items() if k not in ("verdict", "status", "confirmed")
-                         and not isinstance(v, (dict, list)))
-        text = f"{verdict}" + (f" ({rest})" if rest else "") if verdict is not None else rest
-    else:
-        text = str(found)
-    return f"<td>{html.escape(text)}</td>"
+    if not isinstance(found, dict):
+        return f"<td>{html.escape(str(found))}</td>"
+    details = []
+    if isinstance(found.get("relative"), (int, float)):
+        details.append(f"{found['relative']:+.1%} side by side")
+    if isinstance(found.get("p"), (int, float)):
+        details.append(f"p {found['p']:.3g}")
+    if isinstance(found.get("pairs"), int):
+        details.append(f"{found['pairs']} pairs")
+    if found.get("why"):
+        details.append(str(found["why"]))
+    status = str(found.get("status", "recorded"))
+    cls = "" if status == "confirmed" else ' class="none"'
+    return (f"<td{cls}><strong>{html.escape(status)}</strong>"
+            + (f'<br><span class="meta">{html.escape("; ".join(details))}</span>' if details else "") + "</td>")
 
 
 def render_overview(per_framework, with_page, diffs=None):

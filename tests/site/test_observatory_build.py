@@ -116,7 +116,9 @@ def test_the_overview_attaches_commits_files_and_shows_a_confirmation(tmp_path):
                   and c["figure"] == "retained" and c["release"] == "3.0.1")
     change.pop("commit_search", None)
     change.pop("commit", None)
-    change["confirmation"] = {"verdict": "confirmed", "rounds": 3}
+    # as `harness releases --confirm` records it
+    change["confirmation"] = {"status": "confirmed", "relative": -0.4295, "p": 0.00397, "pairs": 5,
+                              "before_samples": [1.0], "gradmem": ["b1a5013592b4"]}
     other = dict(change, figure="step_peak", release="3.0.2", before_release="3.0.1")
     other.pop("confirmation")
     document["changes"] = [change, other]
@@ -128,7 +130,8 @@ def test_the_overview_attaches_commits_files_and_shows_a_confirmation(tmp_path):
     page = (tmp_path / "site" / "releases" / "index.html").read_text()
     rows = page.split("<tr>")[2:]
     assert "3.0.2" in rows[0]  # the newer release first
-    assert "d74c6c20e5ea" in rows[1] and "confirmed (rounds: 3)" in rows[1]  # from pytensor.commits.json
+    assert "d74c6c20e5ea" in rows[1]  # from pytensor.commits.json
+    assert "<strong>confirmed</strong>" in rows[1] and "-43.0% side by side; p 0.00397; 5 pairs" in rows[1]
     assert "d74c6c20e5ea" not in rows[0] and "pytensor.html" not in page
 
 
