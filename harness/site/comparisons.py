@@ -62,6 +62,8 @@ def find(root):
                     found.records.append(record)
                     if rel not in found.files:
                         found.files.append(rel)
+    for found in sets.values():  # the page keeps a cell's last record: the newest measurement wins
+        found.records.sort(key=lambda r: (r.get("provenance") or {}).get("started_at") or "")
     order = {name: i for i, name in enumerate(SIZE_ORDER)}
     return [sets[k] for k in sorted(sets, key=lambda k: (list(SOURCES).index(k[0]), order.get(k[1], 9), k[1]))]
 
