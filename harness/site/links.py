@@ -92,7 +92,8 @@ def broken_links(site_dir):
             if _REMOTE.match(url) or url.startswith(_NOT_FILES) or re.match(r"^[a-z][a-z0-9+.-]*:", url, re.I):
                 continue
             parts = urlsplit(url)
-            target = os.path.realpath(os.path.join(os.path.dirname(path), unquote(parts.path))) if parts.path else path
+            # a bare "#anchor" points into the page itself, wherever the site was named from
+            target = os.path.realpath(os.path.join(os.path.dirname(path), unquote(parts.path)) if parts.path else path)
             where = f"{os.path.relpath(path, site_dir)}: {url}"
             if not (target == root or target.startswith(root + os.sep)):
                 problems.append(f"{where} (outside the site)")

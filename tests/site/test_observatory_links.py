@@ -34,3 +34,11 @@ def test_the_checker_catches_each_kind_of_problem(tmp_path):
     assert len(remote) == 6, remote
     assert links.main([str(tmp_path)]) == 1
     assert links.main([str(tmp_path / "sub")]) == 0
+
+
+def test_a_site_named_by_a_relative_path_checks_the_same(tmp_path, monkeypatch):
+    # `make site` checks out/site, a relative path: a bare "#anchor" is the page itself
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text('<h2 id="top">x</h2><a href="#top">up</a><a href="#gone">no</a>')
+    monkeypatch.chdir(tmp_path)
+    assert links.broken_links("site") == ["index.html: #gone (no id 'gone' in index.html)"]
