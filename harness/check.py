@@ -158,6 +158,10 @@ def run_check(names, fw_names, size, dtypes, modes, device, seed, timeout_s, out
     """([Row], [(framework, mode, reason)]): every cell computed and compared; `jobs`
     frameworks at a time (each in its own worker process; they share nothing)."""
     cells, skipped = plan(names, fw_names, size, dtypes, modes, seed)
+    if device != "cpu" and REFERENCE in fw_names:  # one worker runs the truth and its own rows
+        print(f"  note: the reference engine's rows run on the CPU, like the truth they are checked "
+              f"against: not a check of its {device} path (harness run --device {device} checks that)",
+              file=sys.stderr, flush=True)
 
     def gradients(fw):
         # the truth is computed on the CPU: float64 NumPy, the same on every machine
