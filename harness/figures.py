@@ -55,13 +55,11 @@ class Figure:
 
 def _phased(name, label, host_key, device_path, meaning, kind=MEMORY):
     """The figure over the whole step (`name`) and one per phase (`name.forward` ...)."""
-    out = [Figure(name, label, "bytes", kind, (host_key, "total") if host_key else (),
-                  tuple(device_path) + ("total",) if device_path is not None else (), meaning, peak=True)]
-    for phase in PHASES[:-1]:
-        out.append(Figure(f"{name}.{phase}", f"{label} ({phase})", "bytes", kind,
-                          (host_key, phase) if host_key else (),
-                          tuple(device_path) + (phase,) if device_path is not None else (), meaning, peak=True))
-    return out
+    return [Figure(name if phase == "total" else f"{name}.{phase}",
+                   label if phase == "total" else f"{label} ({phase})", "bytes", kind,
+                   (host_key, phase) if host_key else (),
+                   tuple(device_path) + (phase,) if device_path is not None else (), meaning, peak=True)
+            for phase in ("total",) + PHASES[:-1]]
 
 
 _STEP_PEAK = "what one steady step needs: its peak above the bytes resident at its start"
@@ -201,7 +199,7 @@ def upper_bound(record, name):
     if not figure.peak or figure.kind != MEMORY or source(record).kind != "device":
         return False
     device = record["device_memory"]
-    scope = device.get("first_step") or {} if name.startswith("first_step") else device
+    scope = (device.get("first_step") or {}) if name.startswith("first_step") else device
     if scope.get("peak_since_reset", True):
         return False
     phase = figure.phase or "total"

@@ -112,13 +112,6 @@ class DeviceMeter:
             self.sampler.stop()
 
 
-def median_step(samples):
-    """The device figures of the step whose allocator step peak is the median (a whole
-    step, so its retained, peak and footprint still add up)."""
-    ordered = sorted(samples, key=lambda s: (s.get("peak_bytes") or {}).get("total", 0))
-    return ordered[(len(ordered) - 1) // 2]
-
-
 def _maybe(probe, name):
     method = getattr(probe, name, None)
     return method() if method is not None else None

@@ -97,7 +97,7 @@ def footprint(retained, peaks):
 
 def median_step(samples):
     """The sample whose total step peak is the median of `samples` (figure dicts from
-    `MemoryMeter.figures`). A whole step, not per-key medians: its retained, peaks and
+    `MemoryMeter.figures`, or the device meter's: each chosen by its own figures). A whole step, not per-key medians: its retained, peaks and
     footprint come from the same step, so footprint = retained + peak still holds."""
     ordered = sorted(samples, key=lambda s: s["peak_bytes"]["total"])
     return ordered[(len(ordered) - 1) // 2]

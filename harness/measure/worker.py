@@ -160,7 +160,6 @@ def _jsonable(value):
 # ---- the memory pass ---------------------------------------------------------------------
 def memory_pass(job, marks):
     from harness.measure import breakdown, probes
-    from harness.measure import cuda
     from harness.measure.cuda import DeviceMeter
     from harness.measure.memory_meter import MemoryMeter, median_step
     from harness.measure.phases import NullMeter, settle_and_reset
@@ -219,7 +218,7 @@ def memory_pass(job, marks):
     steady = median_step(samples)  # the host's figures: the median step by RSS
     device_memory = None
     if device is not None:  # the device's: the median step by the allocator, on its own
-        device_memory = dict(cuda.median_step(device_samples), first_step=first_device)
+        device_memory = dict(median_step(device_samples), first_step=first_device)
         device.close()
         if not device.resettable and job.get("step_alone", True):
             device_memory = _step_alone(job, device_memory)
@@ -277,7 +276,7 @@ def _step_alone(job, device_memory):
     import subprocess
     import tempfile
 
-    from harness.measure import cuda
+    from harness.measure.memory_meter import footprint
 
     with tempfile.TemporaryDirectory(prefix="gradmem-step-alone-") as tmp:
         child = dict(job, kind="device_step", result_path=None, marks_path=None, parent_pid=os.getpid())
@@ -304,7 +303,7 @@ def _step_alone(job, device_memory):
     return dict(
         device_memory,
         peak_bytes=figures["peak_bytes"],
-        footprint_bytes=cuda.footprint(retained, figures["peak_bytes"]),
+        footprint_bytes=footprint(retained, figures["peak_bytes"]),
         peak_exact=figures["peak_exact"],
         in_process=in_process,
         step_alone={"status": "ok", "wall_s": wall, "nvml_peak_bytes": figures.get("nvml_peak_bytes"),

@@ -145,3 +145,15 @@ def test_a_compiled_steps_own_buffers_count_in_the_device_step_peak_on_cuda():
     moved = worker._count_held_in_step(device, 32 * MIB, "anon")
     assert moved["retained_bytes"] == 8 * MIB and moved["peak_bytes"]["total"] == 40 * MIB
     assert moved["footprint_bytes"] == device["footprint_bytes"]
+
+
+def test_a_steady_peak_is_judged_by_its_own_phases_not_the_first_steps():
+    # the cold first step raised the process's peak (exact); the steady step in the same
+    # process did not (an upper bound): each figure is judged by its own phases
+    device = {"peak_since_reset": False, "peak_bytes": {"total": 100 * MIB}, "retained_bytes": 0,
+              "peak_exact": {"total": False},
+              "first_step": {"peak_since_reset": False, "peak_bytes": {"total": 100 * MIB}, "retained_bytes": 0,
+                             "peak_exact": {"total": True}}}
+    as_record = {"status": "ok", "device": "cuda", "device_memory": device}
+    assert figures.upper_bound(as_record, "step_peak")
+    assert not figures.upper_bound(as_record, "first_step_peak")
