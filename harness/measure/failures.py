@@ -3,7 +3,7 @@
 Out of memory looks different in every framework: Python's MemoryError (NumPy's
 ``_ArrayMemoryError`` is one), C++'s ``std::bad_alloc`` (an abort, no traceback),
 torch's "DefaultCPUAllocator: can't allocate memory", XLA's ``RESOURCE_EXHAUSTED``,
-TF's "OOM when allocating", a shared library that cannot be mapped, or a thread whose
+TF's "OOM when allocating", OpenBLAS's "malloc failed" (an exit, no traceback), a shared library that cannot be mapped, or a thread whose
 stack cannot be mapped under an address-space limit. All of them are "oom". A worker
 killed by a SIGKILL the parent did not send is "oom" when the kernel's OOM-kill count
 (/proc/vmstat oom_kill) rose while it ran, else "error" naming the signal (someone
@@ -25,6 +25,9 @@ MEMORY_PATTERNS = (
     "out of memory",
     "failed to map segment",
     "failed to allocate",
+    # OpenBLAS's buffers are malloc'd in C: "OpenBLAS: malloc failed in gemm_driver",
+    # then exit(1), no Python exception to catch.
+    "malloc failed",
 )
 # Under RLIMIT_AS a new thread's stack is an mmap that fails: the limit, not a bug.
 THREAD_PATTERNS = ("can't start new thread", "pthread_create", "resource temporarily unavailable")

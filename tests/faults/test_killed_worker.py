@@ -44,3 +44,14 @@ def test_sigkill_status_follows_the_kernels_oom_kill_count():
     status, message = failures.from_death(kill, "", oom_killed=None)  # no /proc/vmstat count
     assert status == "oom" and "OOM killer?" in message
     assert failures.from_death(-signal.SIGSEGV, "")[1].startswith("worker died of SIGSEGV")
+
+
+def test_a_c_library_that_cannot_malloc_under_the_limit_is_oom():
+    # OpenBLAS prints this and calls exit(1) when a GEMM buffer cannot be malloc'd under
+    # RLIMIT_AS: the worker ends with no result and no Python traceback. Seen in CI on
+    # chained_dot paper float64 under an 800 MB limit.
+    status, message = failures.from_death(1, "OpenBLAS: malloc failed in gemm_driver", memory_limited=True)
+    assert status == "oom", message
+    assert "malloc failed" in message
+    # A plain exit with an unrelated message stays an error.
+    assert failures.from_death(1, "Segmentation fault in foo")[0] == "error"
