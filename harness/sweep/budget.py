@@ -104,13 +104,17 @@ def group(cell):
 def walls(record):
     """(memory s, time s, time set-up s) of a record's passes, or None (no wall
     recorded). The set-up is the time pass's `load_s` (import, configuration, runtime
-    warm-up), which runs beside other passes; the rest of it measures alone."""
+    warm-up), which runs beside other passes; the rest of it measures alone. The time
+    pass's wait at its gate (`gate_wait_s`: for the passes ahead of it, not its own
+    need) is left out; records from before it was kept count it in."""
     prov = record.get("provenance") or {}
     measured = prov.get("worker_wall_s") or {}
     if measured.get("memory") is None or measured.get("time") is None:
         return None
+    waited = ((prov.get("gate_wait_s") or {}).get("time")) or 0.0
+    time_s = max(0.0, float(measured["time"]) - float(waited))
     setup = ((prov.get("load_s") or {}).get("time")) or 0.0
-    return float(measured["memory"]), float(measured["time"]), min(float(setup), float(measured["time"]))
+    return float(measured["memory"]), time_s, min(float(setup), time_s)
 
 
 def learn(records):

@@ -251,6 +251,9 @@ class CellRunner:
         """The cell's record."""
         state.prov["finished_at"] = provenance.now_iso()
         state.prov["worker_wall_s"]["time"] = round(outcome.wall_s, 3)
+        waited = _gate_wait_s(outcome)
+        if waited is not None:  # part of the wall above; what the pass itself needs is the rest
+            state.prov["gate_wait_s"] = {"time": waited}
         _note_node(state.prov, outcome, "time")
         if not outcome.ok:
             return results.new_record(state.cell, outcome.status, f"time pass: {outcome.message}", state.prov)
@@ -321,6 +324,15 @@ class CellRunner:
             ),
         )
         return prov
+
+
+def _gate_wait_s(outcome):
+    """Seconds a gated pass waited at its gate (its "ready" to "go" marks) for the
+    machine to empty, or None (not gated, or a mark missing)."""
+    marks = {name: t for t, name in (outcome.marks or ())}
+    if "ready" in marks and "go" in marks:
+        return round(max(0.0, marks["go"] - marks["ready"]), 3)
+    return None
 
 
 def _note_node(prov, outcome, kind):

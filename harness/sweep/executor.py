@@ -15,10 +15,10 @@ starts with, a timeout, and what it may share the machine with:
 An executor hands back `(task, Outcome)` pairs as passes end; it never raises for a
 failed pass (the Outcome says how it ended). The sweep's schedule
 (harness/sweep/schedule.py) decides what to submit when; the executor keeps the
-rules above, at most `slots` passes working at once (a pass waiting at its gate does
-not count; at most `slots` gated passes set up or wait at a time), and the submission
-order: a pass starts after every pass submitted before it has started, except that a
-gated pass may go ahead while the machine drains for another gated pass's release.
+rules above, at most `slots` passes working at once, and drains the machine for
+waiting time passes a wave at a time: the rules, with the submission order and its
+exceptions, are harness/sweep/pass_rules.py's, one function this executor and the
+tests' simulated GPU both follow.
 
 A `deadline` (`harness run --budget`) stops it: once past, `outcomes()` kills every
 running worker and raises `budget.BudgetSpent`.
@@ -38,6 +38,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from harness import interrupts
+from harness.sweep import pass_rules
 from harness.sweep.budget import BudgetSpent
 from harness.sweep.worker_process import POLL_S, WorkerProcess
 from harness.sweep.zygote import ZygotePool
@@ -69,10 +70,13 @@ class Task:
 class LocalExecutor:
     """Runs passes as worker processes on this machine, `slots` at a time."""
 
-    def __init__(self, workdir, slots=1, on_start=None, on_end=None, start="fork", deadline=None):
+    def __init__(self, workdir, slots=1, on_start=None, on_end=None, start="fork", deadline=None, wave=None):
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
         self.workdir, self.slots = workdir, slots
+        # time passes that may wait or queue before the machine drains for them (pass_rules.py)
+        self.wave = pass_rules.WAVE_PER_SLOT * slots if wave is None else wave
+        self.draining = False
         # fork: workers forked from a per-framework process that has imported it
         # (harness/sweep/zygote.py); spawn: a fresh interpreter per pass
         self.zygotes = ZygotePool(workdir, start)
@@ -149,25 +153,13 @@ class LocalExecutor:
 
     # ---- rules -----------------------------------------------------------------------
     def _start_what_may(self):
-        entries = list(self.running.values())
-        if any(task.exclusive or (worker.gated and worker.released) for task, worker in entries):
-            return  # something measures alone: nothing starts
-        waiting = [(task, worker) for task, worker in entries if worker.at_gate()]
-        working = len(entries) - len(waiting)
-        if waiting and not working:
-            min(waiting, key=lambda entry: entry[0].id)[1].release()  # alone now: measure
-            return
-        gated = sum(1 for _, worker in entries if worker.gated)
-        # Draining for a release: only set-ups of further gated passes may start.
-        only_gated = bool(waiting)
-        while self.pending and not self.cancelled and working < self.slots:
-            task = next((t for t in self.pending if t.gated), None) if only_gated else self.pending[0]
-            if task is None:
-                return
-            if task.exclusive and entries:
-                return
-            if task.gated and gated >= self.slots:
-                return
+        running = [(task, _phase(worker)) for task, worker in self.running.values()]
+        pending = list(self.pending) if not self.cancelled else []
+        moves = pass_rules.next_moves(running, pending, self.slots, self.wave, self.draining)
+        self.draining = moves.draining
+        if moves.release is not None:
+            self.running[moves.release.id][1].release()  # alone now: measure
+        for task in moves.start:
             self.pending.remove(task)
             worker = WorkerProcess(
                 task.job, task.env, self.workdir, task.name, task.timeout_s, task.sample_rss, gated=task.gated,
@@ -175,14 +167,15 @@ class LocalExecutor:
             )
             task.started = worker.started
             self.running[task.id] = (task, worker)
-            entries.append((task, worker))
             if self.on_start is not None:
                 self.on_start(task)
-            working += 1
-            gated += task.gated
-            if task.exclusive:
-                return
 
     def busy(self):
         """How many passes run now (for progress lines)."""
         return len(self.running)
+
+
+def _phase(worker):
+    if worker.gated and worker.released:
+        return pass_rules.ALONE
+    return pass_rules.AT_GATE if worker.at_gate() else pass_rules.WORKING

@@ -28,7 +28,9 @@ import json
 import os
 from collections import deque
 
+from harness.sweep import pass_rules
 from harness.sweep import plan as cells
+from harness.sweep.budget import PASS_OVERHEAD_S
 from harness.sweep.cell_runner import CellState, reference_key
 
 SCHEDULES = ("parallel", "serial")
@@ -79,8 +81,7 @@ def _serial(states, runner, executor, emit, budget=None):
 
 def _parallel(states, runner, executor, emit, budget=None):
     """Without a budget every cell is handed to the executor at once (it keeps its
-    slots); with one, cells are admitted in order as others end, at most `budget.jobs`
-    in flight, each only if it is expected to end in time after the time passes queued
+    slots); with one, cells are admitted in order as memory passes end (`room`), each only if it is expected to end in time after the time passes queued
     ahead (else it waits for them, or, if it would not fit even alone, is left out)."""
     queue = deque(states)
     waiting = {}  # reference key -> states whose memory pass waits for that gradient
@@ -100,14 +101,25 @@ def _parallel(states, runner, executor, emit, budget=None):
 
     def ahead():
         """Seconds the cells in flight may hold a new cell's time pass back: their time
-        passes' measured parts (one at a time; their set-ups overlap), and the longest
-        memory pass still running (a time pass is released when the passes working
-        beside it have ended)."""
+        passes' measured parts (one at a time, in any order: a later cell's may go first;
+        their set-ups overlap) with their overheads, and the memory passes not yet ended
+        (`jobs` at a time; a wave of time passes is released when the passes working
+        beside it have ended): their share, or the longest of them."""
         memory = [budget.costs.cost(s.cell).memory_s for s in in_flight.values() if s.memory is None]
-        return sum(budget.costs.cost(s.cell).alone_s for s in in_flight.values()) + max(memory, default=0.0)
+        waiting_memory = max(sum(memory) / budget.jobs, max(memory, default=0.0))
+        alone = sum(budget.costs.cost(s.cell).alone_s + 2 * PASS_OVERHEAD_S for s in in_flight.values())
+        return alone + waiting_memory
+
+    def room():
+        """Whether another cell may be admitted: fewer than 2 x `jobs` memory passes in
+        flight (the slots stay busy, and the executor sees memory passes queued, so it
+        drains for time passes a wave at a time), and fewer cells in flight than a wave
+        (pass_rules.py), which bounds what a stop at the budget leaves unrecorded."""
+        memory = sum(1 for s in in_flight.values() if s.memory is None)
+        return memory < 2 * budget.jobs and len(in_flight) < pass_rules.WAVE_PER_SLOT * budget.jobs
 
     def admit():
-        while queue and (budget is None or len(in_flight) < budget.jobs):
+        while queue and (budget is None or room()):
             state = queue[0]
             if budget is not None:
                 if not budget.fits(state.cell, queued_time_s=ahead()):
@@ -138,6 +150,7 @@ def _parallel(states, runner, executor, emit, budget=None):
                 ended(payload, failed)
             else:
                 executor.submit(runner.time_task(payload))
+                admit()  # a memory slot is free: the next cell's memory pass may start
         else:
             ended(payload, runner.time_done(payload, outcome))
 

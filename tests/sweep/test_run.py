@@ -100,6 +100,9 @@ def test_threads_reach_every_pass_and_the_parallel_schedule_runs(tmp_path):
         assert env["GRADMEM_THREADS"] == env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "1"
     assert record["provenance"]["settings"]["threads"] == 1  # what the adapter set in the worker
     assert record["time_stats"]["samples"] == 3 and record["time_stats"]["stopped_by"] == "repeat"
+    # the time pass (gated) says how long it waited at its gate: part of its wall, not its cost
+    prov = record["provenance"]
+    assert 0 <= prov["gate_wait_s"]["time"] <= prov["worker_wall_s"]["time"]
     proc, _ = run(tmp_path, "--threads", "0")
     assert proc.returncode == 2 and "--threads" in proc.stderr
     proc, _ = run(tmp_path, "--schedule", "fastest")
