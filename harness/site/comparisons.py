@@ -18,6 +18,7 @@ from harness.report import build as report_build
 from harness.report.provenance import measured_span
 from harness.report.records import load
 from harness.site import layout
+from harness.sweep import resume
 
 #: where each device's committed records are, relative to the repository's root
 SOURCES = {"cpu": ("results/cpu/*.jsonl",), "cuda": ("results/gpu/*/*.jsonl",)}
@@ -86,7 +87,9 @@ def write_pages(record_sets, out_dir):
 
 def summary(record_set):
     """When, where and with what a set was measured: {"when", "machine", "gpu", "python",
-    "versions", "commits", "cells"} from the records' provenance (distinct values)."""
+    "versions", "commits", "cells", "superseded"} from the records' provenance (distinct
+    values); "cells" counts each cell once by status, its newest record's, and
+    "superseded" the older records of cells measured again."""
     machines, gpus, pythons, commits = Counter(), Counter(), Counter(), Counter()
     versions = {}
     for record in record_set.records:
@@ -105,7 +108,10 @@ def summary(record_set):
             commits[str(provenance["git_commit"])[:12]] += 1
         for name, version in (provenance.get("versions") or {}).items():
             versions.setdefault(name, Counter())[str(version)] += 1
-    statuses = Counter(record.get("status") for record in record_set.records)
+    # a cell measured twice is shown once (its newest record): count cells, not records
+    newest = {resume.key(record): record for record in record_set.records}
+    statuses = Counter(record.get("status") for record in newest.values())
+    superseded = len(record_set.records) - len(newest)
     return {
         "when": measured_span(record_set.records),
         "machine": [m for m, _ in machines.most_common()],
@@ -114,4 +120,5 @@ def summary(record_set):
         "versions": {name: sorted(found) for name, found in sorted(versions.items())},
         "commits": [c for c, _ in commits.most_common()],
         "cells": dict(statuses),
+        "superseded": superseded,
     }

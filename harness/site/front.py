@@ -90,6 +90,8 @@ def _provenance(record_set):
     found = comparisons.summary(record_set)
     versions = ", ".join(f"{name} {'/'.join(v)}" for name, v in found["versions"].items())
     cells = ", ".join(f"{n} {status}" for status, n in sorted(found["cells"].items()))
+    if found["superseded"]:
+        cells += f" (each cell's newest record; {found['superseded']} older record(s) of cells measured again)"
     items = [
         ("measured", found["when"] or "unknown"),
         ("machine", "; ".join(found["gpu"] + found["machine"]) or "unknown"),

@@ -169,3 +169,15 @@ def test_the_pages_workflow_runs_make_site_and_uploads_what_it_writes():
     assert "$(STAMP)" in target.group(1)  # it sets up like `make run`
     assert "-m harness site --out $(OUT)/site" in target.group(2)
     assert "-m harness.site.links $(OUT)/site" in target.group(2)
+
+
+def test_a_cell_measured_twice_is_counted_once_with_its_newest_status():
+    cell = {"workload": "chained_dot", "framework": "torch", "mode": "eager", "size": "small",
+            "dtype": "float32", "device": "cuda"}
+    older = dict(cell, status="error", provenance={"started_at": "2026-11-26T08:00:00Z"})
+    newer = dict(cell, status="ok", provenance={"started_at": "2026-11-26T09:00:00Z"})
+    other = dict(cell, workload="unet", status="ok", provenance={"started_at": "2026-11-26T08:30:00Z"})
+    record_set = comparisons.RecordSet("cuda", "small", sorted([older, newer, other],
+                                                               key=lambda r: r["provenance"]["started_at"]))
+    found = comparisons.summary(record_set)
+    assert found["cells"] == {"ok": 2} and found["superseded"] == 1
