@@ -12,6 +12,10 @@ reference engine"):
   can see its buffer: a fresh VJP output, or the incoming cotangent passed on to one
   parent only. Borrowed ones (add passes g to both operands; sum returns a read-only
   broadcast view) are copied once, on the second arrival, and owned from then on;
+- a view of a variable used once (a transpose: `prims.permute_dims`) need not run its
+  VJP once its input has a gradient the pass owns: its consumer adds its cotangent
+  straight into that gradient seen through the view (`_through_view`), so a weight
+  transposed at every use (shared_linear) keeps one (D, D) buffer, not two;
 - the order is a max-heap by creation number (PyTorch PR #4746), or FIFO (BFS) or
   LIFO (DFS) over ready nodes, for comparison.
 
@@ -45,6 +49,7 @@ def backward(root, seed, wanted, order="heap", ledger=None):
     depend on it).
     """
     needed, pending = _plan(root, set(wanted))
+    consumers = collections.Counter(pending)  # `pending` is the schedule's to count down
     schedule = _SCHEDULES[check_order(order)](pending)
     grads = {}  # node -> (cotangent, owned)
     if root in needed:
@@ -52,11 +57,11 @@ def backward(root, seed, wanted, order="heap", ledger=None):
         if not isinstance(root, Leaf):
             schedule.start(root)
     while (node := schedule.pop()) is not None:
-        _run(node, grads, needed, schedule, ledger)
+        _run(node, grads, needed, schedule, ledger, consumers)
     return [_result(grads.pop(leaf, None), ledger) for leaf in wanted]
 
 
-def _run(node, grads, needed, schedule, ledger):
+def _run(node, grads, needed, schedule, ledger, consumers):
     """Run one node's VJP and pass its cotangents on. A function of its own so that
     every local (the incoming cotangent, the closures) is gone when it returns."""
     g, g_owned = grads.pop(node)
@@ -70,13 +75,17 @@ def _run(node, grads, needed, schedule, ledger):
     readers = [i for i, parent in enumerate(parents) if parent is not None and parent in needed]
     for i in readers:
         parent, vjp = parents[i], vjps[i]
-        acc = _accumulator(grads, parent, vjp)
+        acc, unview = _accumulator(grads, parent, vjp), None
+        if acc is None and getattr(vjp, "adds_into", False):
+            parent, acc, unview = _through_view(grads, parent, needed, consumers, ledger)
         if i == readers[-1] and _reusable(g, g_owned, vjp, outgoing):
             ct = vjp(g, into=g)  # g's last reader writes its cotangent over g
         elif acc is not None:
             ct = vjp(g, add_to=acc)  # added into the parent's gradient, if it could
         else:
             ct = _as_array(vjp(g), g)
+        if unview is not None and ct is not acc:
+            ct = unview(ct)  # made whole after all: passed on as the view's VJP would
         if ledger is not None and not isinstance(ct, Scatter):
             ledger.track(ct, "backward:" + node.name)  # before the release: both were live
         vjps[i] = vjp = None  # this closure's saved arrays can go now
@@ -179,6 +188,31 @@ def _accumulator(grads, parent, vjp):
     if entry is None or not entry[1] or not getattr(vjp, "adds_into", False):
         return None
     return entry[0]
+
+
+def _through_view(grads, parent, needed, consumers, ledger):
+    """(node, accumulator, the view's VJP) for a cotangent of `parent`: `parent`, None,
+    None; or, where `parent` is a view (its VJP has `input_view`) read by this node only
+    and its input already has a gradient the pass owns, that input, its gradient seen
+    through the view, and the view's VJP (for a cotangent made whole after all). The
+    view's node is then done: its VJP never runs."""
+    nothing = parent, None, None
+    if isinstance(parent, Leaf) or parent.vjps is None or consumers[parent] != 1 or parent in grads:
+        return nothing
+    inputs = [(p, v) for p, v in zip(parent.parents, parent.vjps) if p is not None]
+    if len(inputs) != 1 or getattr(inputs[0][1], "input_view", None) is None:
+        return nothing
+    source, view = inputs[0]
+    entry = grads.get(source) if source in needed else None
+    if entry is None or not entry[1]:
+        return nothing
+    acc = view.input_view(entry[0])
+    if acc.shape != parent.shape or acc.dtype != parent.dtype:
+        return nothing
+    parent.parents = parent.vjps = None  # done: its cotangent goes straight into its input's
+    if ledger is not None:
+        ledger.vjp_calls[parent.name] += 1
+    return source, acc, view
 
 
 def _reusable(g, g_owned, vjp, outgoing):

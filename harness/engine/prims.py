@@ -596,7 +596,12 @@ def _reshape_vjp(out, x, shape):
 
 def _permute_vjp(out, x, axes):
     inverse = tuple(sorted(range(x.ndim), key=lambda i: axes[i] % x.ndim))
-    return lambda g: g.transpose(inverse)
+    vjp = lambda g: g.transpose(inverse)
+    # x's gradient seen as this output is laid out: a consumer's VJP that adds into it
+    # adds g.transpose(inverse) into x's gradient, and this node need not run
+    # (backward._through_view: a Linear's W^T taken per use accumulates straight into W).
+    vjp.input_view = lambda acc: acc.transpose(axes)
+    return vjp
 
 
 defvjp(reshape, _reshape_vjp)
