@@ -68,8 +68,11 @@ class Adapter:
     #: settings some frameworks read only at start-up); the worker adds them to its env
     environment = {}
 
-    #: True when a commit of the framework's repository installs with pip alone (pure
-    #: Python: HIPS autograd); compiled frameworks need `bisect --build-hook`
+    #: True when pip alone installs a commit of the framework's repository, in minutes:
+    #: pure Python (HIPS autograd, tinygrad) or one small extension pip builds itself
+    #: (PyTensor's Cython scan). `bisect --repo` then needs no `--build-hook`, and the
+    #: release report offers a stage-2 command; a framework built by its own toolchain
+    #: (torch, jaxlib, TensorFlow, Paddle) needs `--build-hook CMD`
     installs_from_source = False
 
     #: what the adapter itself needs beside the framework (autograd.scipy needs SciPy);
