@@ -54,6 +54,7 @@ class AutogradAdapter(Adapter):
     module = "autograd"
     preload = ("autograd.numpy", "autograd.scipy.special")  # SciPy: 1.3 s of the 1.5 s import
     distributions = ("autograd", "numpy")
+    arrays_are_numpy = True
     installs_from_source = True  # pure Python: `bisect --repo` installs a commit with pip
     adapter_requires = ("scipy",)  # autograd.scipy.special (expit, logsumexp)
     modes = ("eager",)

@@ -75,6 +75,11 @@ class Adapter:
     #: (torch, jaxlib, TensorFlow, Paddle) needs `--build-hook CMD`
     installs_from_source = False
 
+    #: True where the framework's arrays are NumPy buffers, which tracemalloc sees (NumPy
+    #: reports its data allocations to it): the memory pass then takes the tracemalloc
+    #: peak of one more step; elsewhere (torch, JAX, TF ...) it would read zero
+    arrays_are_numpy = False
+
     #: what the adapter itself needs beside the framework (autograd.scipy needs SciPy);
     #: a pinned version's environment installs them at the versions installed here
     adapter_requires = ()

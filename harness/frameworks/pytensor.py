@@ -86,6 +86,7 @@ class PytensorAdapter(Adapter):
     name = "pytensor"
     module = "pytensor"
     distributions = ("pytensor", "numpy", "scipy", "numba")
+    arrays_are_numpy = True
     # `pip install` of a checkout builds its one Cython extension (scan_perform) with the
     # C compiler PyTensor needs anyway: rel-3.0.1 installed from `git archive` in 49 s
     installs_from_source = True
