@@ -75,6 +75,10 @@ class Adapter:
     #: (torch, jaxlib, TensorFlow, Paddle) needs `--build-hook CMD`
     installs_from_source = False
 
+    #: why a pinned release is installed only from an index the user names
+    #: (``--torch-index``), with what to pass; "" where the package index's wheels serve
+    index_must_be_named = ""
+
     #: True where the framework's arrays are NumPy buffers, which tracemalloc sees (NumPy
     #: reports its data allocations to it): the memory pass then takes the tracemalloc
     #: peak of one more step; elsewhere (torch, JAX, TF ...) it would read zero

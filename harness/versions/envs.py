@@ -114,13 +114,10 @@ def for_version(adapter, version, torch_index=None, requires_python=None):
     if found is not None:
         return found
     options = []
-    if adapter.name == "torch":
+    if adapter.index_must_be_named:
         if not torch_index:
-            raise Unavailable(
-                f"torch=={version} is not installed without being asked: from PyPI a torch release is a CUDA "
-                f"build of several GB; pass --torch-index https://download.pytorch.org/whl/cpu for its CPU build "
-                f"(~0.2 GB, against ~2.7 GB from PyPI) or --torch-index pypi to accept the CUDA download (docs/versions.md)"
-            )
+            raise Unavailable(f"{adapter.name}=={version} is not installed without being asked: "
+                              f"{adapter.index_must_be_named}")
         if torch_index != "pypi":
             options = ["--index-url", torch_index, "--extra-index-url", "https://pypi.org/simple"]
     requirements = [adapter.pinned_requirement(version)] + runtime_pins(exclude=(package,), also=adapter.adapter_requires)
