@@ -57,6 +57,7 @@ class AutogradAdapter(Adapter):
     arrays_are_numpy = True
     installs_from_source = True  # pure Python: `bisect --repo` installs a commit with pip
     adapter_requires = ("scipy",)  # autograd.scipy.special (expit, logsumexp)
+    era_requires = {"numpy<1.24": ("future",)}  # 2017's autograd.core imports future.utils
     modes = ("eager",)
     compiled_as = ""
     no_predictor = "HIPS autograd traces and runs at once; nothing plans a step before it runs"

@@ -84,6 +84,10 @@ class Adapter:
     #: peak of one more step; elsewhere (torch, JAX, TF ...) it would read zero
     arrays_are_numpy = False
 
+    #: {era label (harness/versions/era.py LADDER): requirements} that a release built
+    #: with that era's older NumPy needs besides its pins (2017's autograd: `future`)
+    era_requires = {}
+
     #: what the adapter itself needs beside the framework (autograd.scipy needs SciPy);
     #: a pinned version's environment installs them at the versions installed here
     adapter_requires = ()
