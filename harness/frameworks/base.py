@@ -225,6 +225,10 @@ class Adapter:
             return "cpu: float32 products in float32"
         return f"{self.name}: not set by gradmem (the framework's default)"
 
+    #: what float32 matrix products run at on a GPU when nothing is set, where that is
+    #: not full float32, for records from before gradmem set it (JAX: TF32)
+    gpu_matmul_default = ""
+
     def split_vjp(self, loss_fn, mode="eager"):
         """(forward, backward) so the two phases can be measured apart, or None.
 
