@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from harness import frameworks, workloads
+from harness.frameworks.base import Adapter
 from harness.measure.phases import Step
 from one_pass import COLS, memory_pass
 
@@ -71,8 +72,12 @@ def test_jax_eager_keeps_its_phases():
 # (0.01x) before.
 
 
-@pytest.mark.parametrize("framework", ["mlx", "tinygrad"])
-@pytest.mark.parametrize("mode", ["eager", "compiled"])
+#: the rows that serve steps from a buffer cache (their adapter turns it off: MLX, tinygrad)
+CACHED = [(n, mode) for n in frameworks.NAMES if type(frameworks.get(n)).buffer_cache_off is not Adapter.buffer_cache_off
+          for mode in frameworks.get(n).modes]
+
+
+@pytest.mark.parametrize("framework, mode", CACHED)
 @pytest.mark.slow  # acceptance: real sweeps of the lazy rows
 def test_lazy_rows_step_peak_is_at_least_the_bound(framework, mode, tmp_path):
     result = memory_pass(framework, mode, tmp_path)
