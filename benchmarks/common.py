@@ -6,9 +6,10 @@ process, see docs/design.md) and hands the records to every `track_*`, which onl
 its figure up. asv's own `peakmem_` would count the framework imports and the asv
 parent's peak, so no benchmark here measures anything in the asv process.
 
-The grid is hard-coded, not imported from `harness`, so this file still imports when
-asv installs an old commit of the package (`asv find`); tests/asv checks it matches
-the registries.
+The grid is read from the registries' source in this checkout (`registry()`), not
+imported from `harness`: asv runs the working copy's benchmarks over whatever commit
+it installed (`asv find`), so an old commit's package never shapes the grid, and a new
+framework or workload joins it with its registry line.
 
 Environment (read in the benchmark processes, so export it before `asv run`):
   GRADMEM_ASV_SIZE        tiny | small (default) | paper: the sweep's size
@@ -26,6 +27,7 @@ Environment (read in the benchmark processes, so export it before `asv run`):
 Cells outside the selection, unavailable, failed or without a figure are NaN (n/a).
 """
 
+import ast
 import json
 import math
 import os
@@ -40,8 +42,21 @@ class SelectionError(ValueError):
     """A GRADMEM_ASV_* variable naming something that does not exist."""
 
 
-BUILT_IN_WORKLOADS = ["chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention", "shared_linear",
-                      "transformer_block"]
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def registry(path, name):
+    """The literal assigned to `name` in `path` (relative to this checkout), as a list
+    (a dict gives its keys), read with `ast` so that nothing is imported."""
+    with open(os.path.join(CHECKOUT, path), encoding="utf-8") as handle:
+        module = ast.parse(handle.read(), path)
+    for node in module.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    raise LookupError(f"{path} assigns no literal {name}")
+
+
+BUILT_IN_WORKLOADS = registry("harness/workloads/__init__.py", "NAMES")
 HASH_MARK = "#sha256="  # how a record names a file workload: /abs/path.py#sha256=<hex>
 
 
@@ -62,11 +77,11 @@ def own_workloads():
                                  "benchmarks from its own folders, so give the file as /abs/path.py")
     return own
 WORKLOADS = BUILT_IN_WORKLOADS + own_workloads()
-FRAMEWORKS = ["reference", "autograd", "torch", "jax", "tensorflow", "pytensor", "mlx", "tinygrad", "paddle"]
-DEVICES = ["cpu", "cuda"]
-MODES = ["eager", "compiled"]
-SIZES = ["tiny", "small", "paper"]
-OPTIMIZERS = ["sgd", "adam", "none"]
+FRAMEWORKS = registry("harness/frameworks/__init__.py", "ADAPTERS")
+DEVICES = registry("harness/choices.py", "DEVICES")
+MODES = registry("harness/choices.py", "MODES")
+SIZES = registry("harness/choices.py", "SIZES")
+OPTIMIZERS = registry("harness/choices.py", "OPTIMIZERS") + ["none"]
 
 PARAMS = [WORKLOADS, FRAMEWORKS, DEVICES, MODES]
 PARAM_NAMES = ["workload", "framework", "device", "mode"]

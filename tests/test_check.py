@@ -29,15 +29,16 @@ from harness.choices import ChoiceError
 from harness.frameworks.base import Adapter
 
 # Compiled modes whose compile is slow run on a subset of the workloads here; every
-# other framework's compiled mode runs on all of them (COMPILED_EVERYWHERE). Measured
+# other compiled mode of the registry runs on all of them (COMPILED_EVERYWHERE). Measured
 # first calls at tiny with the machine shared: torch.compile's Inductor 0.3-8 s per
 # graph warm, ~25 s cold (see the module docstring); mx.compile's g++ 4-63 s per
 # workload, TinyJit ~2 eager steps, to_static 1-2 s on these, 11-21 s on
 # seq2seq_attention and tiny_nerf. `python -m harness check --mode compiled` covers
 # every pair.
-COMPILED_EVERYWHERE = ("jax", "tensorflow", "pytensor")
 COMPILED_SUBSET = {"torch": ("chained_dot", "shared_linear"), "mlx": ("shared_linear",),
                    "tinygrad": ("chained_dot",), "paddle": ("chained_dot", "rnn_fanout", "shared_linear")}
+COMPILED_EVERYWHERE = tuple(n for n in frameworks.NAMES
+                            if "compiled" in frameworks.get(n).modes and n not in COMPILED_SUBSET)
 
 
 def available(name):
@@ -112,6 +113,15 @@ def test_eager_gradient_agrees_with_the_reference(eager_rows, workload, framewor
 @pytest.mark.slow  # acceptance: every framework's check
 def test_compiled_gradient_agrees_with_the_reference(compiled_rows, workload, framework):
     assert_agrees(compiled_rows[0], workload, framework, "compiled", dtypes=("float32",))
+
+
+def test_the_subsets_name_registry_rows_and_workloads():
+    # a row or workload is checked everywhere unless a subset above names it, with why
+    for subsets, mode in ((COMPILED_SUBSET, "compiled"), (EAGER_SUBSET, "eager")):
+        for name, subset in subsets.items():
+            assert mode in frameworks.get(name).modes, (name, mode)
+            assert subset and set(subset) <= set(workloads.NAMES), (name, subset)
+    assert "jax" in COMPILED_EVERYWHERE and "autograd" not in COMPILED_EVERYWHERE  # autograd: eager only
 
 
 def test_frameworks_without_a_compiled_mode_are_skipped_with_the_reason():

@@ -54,8 +54,10 @@ class AutogradAdapter(Adapter):
     module = "autograd"
     preload = ("autograd.numpy", "autograd.scipy.special")  # SciPy: 1.3 s of the 1.5 s import
     distributions = ("autograd", "numpy")
+    arrays_are_numpy = True
     installs_from_source = True  # pure Python: `bisect --repo` installs a commit with pip
     adapter_requires = ("scipy",)  # autograd.scipy.special (expit, logsumexp)
+    era_requires = {"numpy<1.24": ("future",)}  # 2017's autograd.core imports future.utils
     modes = ("eager",)
     compiled_as = ""
     no_predictor = "HIPS autograd traces and runs at once; nothing plans a step before it runs"

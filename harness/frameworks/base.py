@@ -68,9 +68,25 @@ class Adapter:
     #: settings some frameworks read only at start-up); the worker adds them to its env
     environment = {}
 
-    #: True when a commit of the framework's repository installs with pip alone (pure
-    #: Python: HIPS autograd); compiled frameworks need `bisect --build-hook`
+    #: True when pip alone installs a commit of the framework's repository, in minutes:
+    #: pure Python (HIPS autograd, tinygrad) or one small extension pip builds itself
+    #: (PyTensor's Cython scan). `bisect --repo` then needs no `--build-hook`, and the
+    #: release report offers a stage-2 command; a framework built by its own toolchain
+    #: (torch, jaxlib, TensorFlow, Paddle) needs `--build-hook CMD`
     installs_from_source = False
+
+    #: why a pinned release is installed only from an index the user names
+    #: (``--torch-index``), with what to pass; "" where the package index's wheels serve
+    index_must_be_named = ""
+
+    #: True where the framework's arrays are NumPy buffers, which tracemalloc sees (NumPy
+    #: reports its data allocations to it): the memory pass then takes the tracemalloc
+    #: peak of one more step; elsewhere (torch, JAX, TF ...) it would read zero
+    arrays_are_numpy = False
+
+    #: {era label (harness/versions/era.py LADDER): requirements} that a release built
+    #: with that era's older NumPy needs besides its pins (2017's autograd: `future`)
+    era_requires = {}
 
     #: what the adapter itself needs beside the framework (autograd.scipy needs SciPy);
     #: a pinned version's environment installs them at the versions installed here
@@ -208,6 +224,10 @@ class Adapter:
         if device == "cpu":
             return "cpu: float32 products in float32"
         return f"{self.name}: not set by gradmem (the framework's default)"
+
+    #: what float32 matrix products run at on a GPU when nothing is set, where that is
+    #: not full float32, for records from before gradmem set it (JAX: TF32)
+    gpu_matmul_default = ""
 
     def split_vjp(self, loss_fn, mode="eager"):
         """(forward, backward) so the two phases can be measured apart, or None.

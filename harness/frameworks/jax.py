@@ -256,6 +256,8 @@ class JaxAdapter(Adapter):
         return found
 
     # ---- CUDA: everything device-specific for JAX is below ---------------------------
+    gpu_matmul_default = "TF32 (jax_default_matmul_precision)"
+
     def set_matmul_precision(self, device, precision):
         if device == "cpu":
             return super().set_matmul_precision(device, precision)

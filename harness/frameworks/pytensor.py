@@ -86,6 +86,10 @@ class PytensorAdapter(Adapter):
     name = "pytensor"
     module = "pytensor"
     distributions = ("pytensor", "numpy", "scipy", "numba")
+    arrays_are_numpy = True
+    # `pip install` of a checkout builds its one Cython extension (scan_perform) with the
+    # C compiler PyTensor needs anyway: rel-3.0.1 installed from `git archive` in 49 s
+    installs_from_source = True
     modes = ("eager", "compiled")
     compiled_as = "pytensor.function, FAST_RUN rewrites, C VM linker (CVM)"
     eager_as = "pytensor.function in FAST_COMPILE: each op's NumPy perform in the Python VM"

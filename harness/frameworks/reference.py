@@ -34,6 +34,7 @@ class ReferenceAdapter(Adapter):
     module = "numpy"  # the engine is part of gradmem; it needs NumPy only
     preload = ("numpy", "harness.engine")
     distributions = ("gradmem", "numpy", "cupy", "cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x")
+    arrays_are_numpy = True
     package = None  # gradmem's own engine: its version is the commit, not a release
     modes = ("eager",)
     compiled_as = ""

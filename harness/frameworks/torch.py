@@ -61,6 +61,11 @@ class TorchAdapter(Adapter):
     name = "torch"
     module = "torch"
     distributions = ("torch",)
+    index_must_be_named = (
+        "from PyPI a torch release is a CUDA build of several GB; pass --torch-index "
+        "https://download.pytorch.org/whl/cpu for its CPU build (~0.2 GB, against ~2.7 GB from PyPI) "
+        "or --torch-index pypi to accept the CUDA download (docs/versions.md)"
+    )
     modes = ("eager", "compiled")
     compiled_as = "torch.compile(loss, dynamic=False): Inductor (C++ on CPU), AOTAutograd backward"
     eager_as = "torch autograd: the loss computed op by op, then torch.autograd.grad"

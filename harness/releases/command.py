@@ -121,7 +121,7 @@ def check(args):
         if text is not None:
             spec.check_version(text, option)
     choices.check_choice("executor", args.executor, run_sweep.EXECUTORS)
-    if args.torch_index is not None and name != "torch":
+    if args.torch_index is not None and not adapter.index_must_be_named:
         raise choices.ChoiceError(f"--torch-index says where torch releases come from: it needs --framework torch, not {name}")
     if args.address is not None and args.executor != "ray":
         raise choices.ChoiceError("--address is the Ray cluster's: it needs --executor ray")

@@ -20,7 +20,7 @@ moves it): its changes are listed apart and never called a regression of memory.
 import statistics
 from typing import NamedTuple
 
-from harness import figures
+from harness import figures, frameworks
 from harness.releases import store
 from harness.versions import index
 
@@ -196,9 +196,6 @@ def parts(records, change):
     return found
 
 
-PURE_PYTHON = ("autograd", "pytensor", "tinygrad")  # stage 2 (`harness bisect --repo`) installs their commits
-
-
 def report(records, found, framework, env_info, size="small", commits=()):
     """The JSON document of what was found (FRAMEWORK.changes.json); `commits`: the
     stage-2 findings of FRAMEWORK.commits.json (harness/versions/findings.py), each
@@ -222,7 +219,8 @@ def report(records, found, framework, env_info, size="small", commits=()):
             "command": command,
             "unmeasured_between": list(change.unmeasured_between),
         }
-        if framework in PURE_PYTHON and not change.advisory and command:
+        # stage 2 (`harness bisect --repo`) installs a commit without a build hook only where pip alone can
+        if frameworks.get(framework).installs_from_source and not change.advisory and command:
             entry["commit_command"] = (command.replace(f"--good {change.before_release} --bad {change.release}",
                                                        "--repo CHECKOUT --good <tag of "
                                                        f"{change.before_release}> --bad <tag of {change.release}>"))

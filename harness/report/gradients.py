@@ -9,7 +9,7 @@ the precision its float32 matrix products ran at (--matmul-precision; TF32 tenso
 keep 10 bits of mantissa, so errors of 1e-3 are what they compute, not a bug).
 """
 
-from harness import figures
+from harness import figures, frameworks
 from harness.report.fmt import esc, human_error
 
 TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
@@ -62,13 +62,15 @@ def render(view):
 
 
 def precision_note(record):
-    """What the cell's float32 matrix products ran at on a GPU, in words, or "" (CPU, or a
-    record from before gradmem set it: then JAX's default on a GPU is TF32)."""
+    """What the cell's float32 matrix products ran at on a GPU, in words, or "" on the CPU;
+    a record from before gradmem set it names its adapter's `gpu_matmul_default` (JAX: TF32)."""
     if (record.get("device") or "cpu") == "cpu":
         return ""
     set_to = ((record.get("provenance") or {}).get("settings") or {}).get("matmul_precision")
     if set_to:
         return f"matmul precision: {set_to}"
-    if record.get("framework") == "jax":
-        return "matmul precision not set: JAX's default on a GPU is TF32 (jax_default_matmul_precision)"
+    name = record.get("framework")
+    default = frameworks.get(name).gpu_matmul_default if name in frameworks.NAMES else ""
+    if default:
+        return f"matmul precision not set: {name}'s default on a GPU is {default}"
     return "matmul precision not recorded (the framework's default)"

@@ -37,11 +37,6 @@ from harness.versions import envs
 
 MEMORY_ONLY = "not computed: a memory pass alone (harness scale); harness check compares gradients"
 
-#: engines whose arrays are NumPy buffers, which tracemalloc sees (NumPy reports its
-#: data allocations to it); zero for torch/JAX/TF, so not measured there
-TRACEMALLOC_FRAMEWORKS = ("reference", "autograd", "pytensor")
-
-
 @dataclass(frozen=True)
 class Setting:
     """One sweep setting every record carries: its provenance key, its `Options` field,
@@ -207,7 +202,7 @@ class CellRunner:
         job = dict(
             state.job,
             kind="memory",
-            tracemalloc=cell["framework"] in TRACEMALLOC_FRAMEWORKS,
+            tracemalloc=state.adapter.arrays_are_numpy,
             reference_gradient_path=ref_path,
         )
         name = self._name(f"memory-{self._tag(cell)}")

@@ -114,13 +114,10 @@ def for_version(adapter, version, torch_index=None, requires_python=None):
     if found is not None:
         return found
     options = []
-    if adapter.name == "torch":
+    if adapter.index_must_be_named:
         if not torch_index:
-            raise Unavailable(
-                f"torch=={version} is not installed without being asked: from PyPI a torch release is a CUDA "
-                f"build of several GB; pass --torch-index https://download.pytorch.org/whl/cpu for its CPU build "
-                f"(~0.2 GB, against ~2.7 GB from PyPI) or --torch-index pypi to accept the CUDA download (docs/versions.md)"
-            )
+            raise Unavailable(f"{adapter.name}=={version} is not installed without being asked: "
+                              f"{adapter.index_must_be_named}")
         if torch_index != "pypi":
             options = ["--index-url", torch_index, "--extra-index-url", "https://pypi.org/simple"]
     requirements = [adapter.pinned_requirement(version)] + runtime_pins(exclude=(package,), also=adapter.adapter_requires)
@@ -154,6 +151,7 @@ def build_loading(adapter_name, name, requirements, options, dists, python=None)
     """`build`, then the adapter must load there; when it does not with the pinned
     NumPy/SciPy, built again with each of era.LADDER's older ones until it does (the
     manifest's `dependency_differs` and `era_reason` say what and why)."""
+    from harness import frameworks
     from harness.versions import era
 
     def loads(python, log):
@@ -167,10 +165,12 @@ def build_loading(adapter_name, name, requirements, options, dists, python=None)
     # or a Python it does not support, no NumPy would help
     if not era.about_numpy(str(failure).split("last lines:")[-1]):
         raise failure
+    era_requires = frameworks.get(adapter_name).era_requires
     for step in era.LADDER:
-        tried = era.relaxed(requirements, step)
+        adds = tuple(era_requires.get(step[0], ()))
+        tried = era.relaxed(requirements, step, adds)
         try:
-            env_ = build(name, tried, pip_options=options, dists=dists + ("future",), extra_steps=(loads,),
+            env_ = build(name, tried, pip_options=options, dists=dists + adds, extra_steps=(loads,),
                          annotate=lambda m, step=step: _era_note(m, requirements, step, failure), python=python)
         except Unavailable:
             continue

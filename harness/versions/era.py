@@ -24,10 +24,11 @@ from harness.versions import install
 #: (label, {distribution: requirement}) tried in order after the pinned versions fail to
 #: load; a distribution not named keeps its pin. NumPy < 2 with a SciPy pip resolves for it
 #: (NumPy 1.26, SciPy 1.15/1.16 on Python 3.11), then 2017's era (NumPy 1.24 removed
-#: np.int: harness/frameworks/autograd.py ERA_2017_PINS).
+#: np.int: harness/frameworks/autograd.py ERA_2017_PINS). What a framework's release
+#: needs besides in an era is its adapter's `era_requires`.
 LADDER = (
     ("numpy<2", {"numpy": "numpy<2", "scipy": "scipy"}),
-    ("numpy<1.24", {"numpy": "numpy<1.24", "scipy": "scipy<1.16", "future": "future"}),
+    ("numpy<1.24", {"numpy": "numpy<1.24", "scipy": "scipy<1.16"}),
 )
 LOAD_TIMEOUT_S = 300
 
@@ -36,20 +37,16 @@ class LoadFailed(Unavailable):
     """The framework installed but gradmem's adapter does not load with it."""
 
 
-def relaxed(requirements, step):
-    """`requirements` with the pins `step` replaces (and the ones it adds for a
-    distribution the adapter needs, e.g. `future` for 2017's autograd, only when named)."""
+def relaxed(requirements, step, adds=()):
+    """`requirements` with the pins `step` replaces, and `adds`: what the framework's
+    release needs besides in that era (its adapter's `era_requires`, e.g. `future` for
+    2017's autograd)."""
     _, replace = step
-    out, seen = [], set()
+    out = []
     for requirement in requirements:
         dist = requirement.split("==")[0].split("<")[0].split(">")[0].strip()
-        seen.add(dist)
         out.append(replace.get(dist, requirement))
-    return out + [r for d, r in replace.items() if d not in seen and d == "future" and _needs_future(requirements)]
-
-
-def _needs_future(requirements):
-    return any(r.startswith("autograd") for r in requirements)
+    return out + [r for r in adds if r not in out]
 
 
 def check_loads(adapter_name, python, paths=()):

@@ -1,9 +1,8 @@
-"""Remat in the framework adapters (torch, jax, tensorflow, autograd, pytensor, mlx,
-tinygrad, paddle): every
-strategy an adapter offers gives the value and gradients of remat "none" on every
-workload that marks segments, it really recomputes, "none" is the plain op set, and a
-strategy it lacks or a malformed one is a clear error. (The reference engine's remat
-is tested in tests/engine/ and test_reference_adapter.py.)
+"""Remat in every framework adapter of the registry: every strategy an adapter offers
+gives the value and gradients of remat "none" on every workload that marks segments, it
+really recomputes, "none" is the plain op set, and a strategy it lacks or a malformed
+one is a clear error. An adapter is left out of a test only by an entry of an
+`*_ELSEWHERE` map saying where it is tested instead (checked by the last tests here).
 """
 
 import importlib.util
@@ -17,7 +16,12 @@ from harness.frameworks import remat
 from harness.frameworks.base import Unavailable
 from own_process import OWN_PROCESS, in_this_process
 
-ADAPTERS = ("torch", "jax", "tensorflow", "autograd", "pytensor", "mlx", "tinygrad", "paddle")
+#: adapters these tests leave out, and where their remat is tested instead
+ELSEWHERE = {
+    "reference": "its strategies (sqrt, revolve:S, articulation and native) are the engine's own: "
+                 "tests/engine/ and test_reference_adapter.py",
+}
+ADAPTERS = tuple(name for name in frameworks.NAMES if name not in ELSEWHERE)
 SEGMENTED = workloads.with_segments()
 
 
@@ -190,8 +194,10 @@ def test_native_remat_gives_the_values_and_gradients_of_none(name, remat_name, w
     assert_same(run(loaded(name, remat_name=remat_name), problem), run(loaded(name), problem), rtol=RTOL[dtype])
 
 
-# paddle: remat is eager only (to_static fails on recompute: paddle.py COMPILED_REMAT)
-COMPILED = [p for p in NAME_REMATS if p.values[0] in ("torch", "jax", "tensorflow", "mlx")]
+#: compiled adapters whose remat is eager only (test_eager_only_remat_is_unavailable_compiled)
+EAGER_ONLY_REMAT = {"paddle": "to_static does not translate fleet recompute (paddle.py COMPILED_REMAT)"}
+COMPILED = [p for p in NAME_REMATS if "compiled" in frameworks.get(p.values[0]).modes
+            and p.values[0] not in EAGER_ONLY_REMAT]
 
 
 @pytest.mark.parametrize("name, remat_name", COMPILED)
@@ -228,7 +234,14 @@ def _counting_problem(dtype="float64"):
     return params, {"x": rng.standard_normal((2, 3)).astype(dtype)}
 
 
-@pytest.mark.parametrize("name, remat_name", [p for p in NAME_REMATS if p.values[0] != "jax"])
+#: adapters whose recomputation no Python counter sees, and the test that sees it instead
+RECOMPUTE_SEEN_ELSEWHERE = {
+    "jax": "recomputes from the traced jaxpr, not by calling Python again: "
+           "test_jax_native_puts_every_segment_in_a_checkpoint counts its remat equations",
+}
+
+
+@pytest.mark.parametrize("name, remat_name", [p for p in NAME_REMATS if p.values[0] not in RECOMPUTE_SEEN_ELSEWHERE])
 @pytest.mark.slow  # acceptance: every framework's remat on every workload
 def test_native_remat_runs_the_segments_again_in_the_backward_pass(name, remat_name):
     params, inputs = _counting_problem(_dtype(name))
@@ -276,3 +289,21 @@ def test_torch_reentrant_split_vjp_gives_the_gradients():
     params, inputs = adapter.from_numpy(problem.params), adapter.from_numpy(problem.inputs)
     grads = adapter.to_numpy(backward(forward(params, inputs)))
     assert_same((0.0, grads), (0.0, run(loaded("torch"), problem)[1]), rtol=1e-12)
+
+
+# ---- the adapters left out above, each with where it is tested instead ---------------------
+@pytest.mark.parametrize("name, remat_name", [p for p in NAME_REMATS if p.values[0] in EAGER_ONLY_REMAT])
+def test_eager_only_remat_is_unavailable_compiled(name, remat_name):
+    with pytest.raises(Unavailable):
+        frameworks.get(name).load("cpu", "compiled", remat_name)
+
+
+def test_every_adapter_left_out_is_a_registry_row_with_a_reason():
+    for left_out in (ELSEWHERE, EAGER_ONLY_REMAT, RECOMPUTE_SEEN_ELSEWHERE):
+        for name, reason in left_out.items():
+            assert name in frameworks.NAMES and reason.strip(), (name, reason)
+    assert set(ADAPTERS) | set(ELSEWHERE) == set(frameworks.NAMES)
+    # the reference's remat has its own tests; a row left out of the compiled or the
+    # recompute test offers a remat (else there is nothing to leave out)
+    assert all(len(frameworks.get(n).remats) > 1 for n in (*EAGER_ONLY_REMAT, *RECOMPUTE_SEEN_ELSEWHERE))
+    assert all("compiled" in frameworks.get(n).modes for n in EAGER_ONLY_REMAT)

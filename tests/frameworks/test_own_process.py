@@ -13,7 +13,8 @@ from own_process import ENV, OWN_PROCESS
 pytestmark = pytest.mark.slow  # acceptance: Paddle's copies of the adapter contract, in a pytest of their own
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FILES = ["test_adapters.py", "test_adapter_remat.py", "test_mlx_tinygrad_paddle.py", "test_saved_by_op.py"]
+FILES = ["test_adapters.py", "test_adapter_remat.py", "test_mlx_tinygrad_paddle.py", "test_saved_by_op.py",
+         "test_breakdown_hooks.py"]
 
 
 @pytest.mark.parametrize("name", sorted(OWN_PROCESS))

@@ -1,7 +1,12 @@
 """The change detector on synthetic series: a move beyond the measured run-to-run band is a
 change, noise within it is not, whatever the percentage (harness/releases/detect.py)."""
 
+import pytest
+
+from harness import frameworks
+from harness.frameworks.base import Unavailable
 from harness.releases import detect
+from harness.versions import commits
 
 MIB = 1024 * 1024
 
@@ -85,6 +90,24 @@ def test_time_changes_are_advisory_and_the_report_says_what_moved():
     assert entry["parts"]["phase"]["forward"] == 0 and entry["parts"]["phase"]["backward"] > 3.9 * MIB
     assert "--metric total --good 1.0 --bad 1.1" in entry["command"] and "--size tiny" in entry["command"]
     assert "--repo CHECKOUT" in entry["commit_command"]  # autograd is pure Python: stage 2 finds the commit
+
+
+@pytest.mark.parametrize("name", [n for n in frameworks.NAMES if frameworks.get(n).package])
+def test_the_report_offers_stage_2_exactly_where_bisect_installs_a_commit_without_a_hook(monkeypatch, name):
+    # Both read the adapter's `installs_from_source`: a commit command on the release
+    # page must be one `harness bisect --repo` runs as given (PyTensor once disagreed).
+    recs = records({"1.0": [10.0, 10.1], "1.1": [14.0, 14.1]})
+    (entry,) = [c for c in detect.report(recs, detect.detect(recs), name, {})["changes"] if c["figure"] == "step_peak"]
+    monkeypatch.setattr(commits.envs, "build", lambda *args, **kwargs: object())
+    monkeypatch.setattr(commits.envs, "layer", lambda *args, **kwargs: "the commit's layer")
+    try:
+        installs = commits.environment(frameworks.get(name), repo=".", commit="0" * 40) == "the commit's layer"
+    except Unavailable as err:
+        assert "--build-hook" in str(err)
+        installs = False
+    assert ("commit_command" in entry) == installs
+    if installs:
+        assert "--repo CHECKOUT" in entry["commit_command"] and "--build-hook" not in entry["commit_command"]
 
 
 def test_a_moved_prediction_is_its_own_figure_beside_the_measured_ones():

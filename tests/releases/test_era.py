@@ -13,7 +13,9 @@ PINNED = ["autograd==1.6", "numpy==2.4.6", "scipy==1.17.1"]
 def test_each_step_relaxes_only_numpy_and_scipy():
     assert era.relaxed(PINNED, era.LADDER[0]) == ["autograd==1.6", "numpy<2", "scipy"]
     # 2017's era: NumPy before 1.24 (np.int), a SciPy that accepts it, and `future` for autograd
-    assert era.relaxed(PINNED, era.LADDER[1]) == ["autograd==1.6", "numpy<1.24", "scipy<1.16", "future"]
+    adds = get("autograd").era_requires[era.LADDER[1][0]]
+    assert era.relaxed(PINNED, era.LADDER[1], adds) == ["autograd==1.6", "numpy<1.24", "scipy<1.16", "future"]
+    assert era.relaxed(PINNED, era.LADDER[1]) == ["autograd==1.6", "numpy<1.24", "scipy<1.16"]
     assert era.relaxed(["jax==0.4.38", "numpy==2.4.6"], era.LADDER[0]) == ["jax==0.4.38", "numpy<2"]
 
 
@@ -90,3 +92,11 @@ def test_a_release_pip_cannot_install_with_the_pinned_numpy_climbs_the_ladder_to
     found = envs.for_version(get("tensorflow"), "2.17.0")
     assert tried[1][1:] == ["numpy<2"]
     assert found.manifest["dependency_differs"] == {"numpy": {"pinned": "2.4.6", "installed": "1.26.4"}}
+
+
+def test_era_requirements_name_eras_of_the_ladder():
+    from harness import frameworks
+
+    labels = {label for label, _ in era.LADDER}
+    for name in frameworks.NAMES:
+        assert set(get(name).era_requires) <= labels, (name, get(name).era_requires)

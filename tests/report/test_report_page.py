@@ -7,7 +7,7 @@ import pytest
 
 from harness.cli import main as cli_main
 from harness.report import build, fmt, grid, records, timelines
-from harness.report.gradients import verdict
+from harness.report.gradients import precision_note, verdict
 
 from report_fixtures import MIB, fixture_record, fixture_records
 
@@ -78,6 +78,15 @@ def test_gradient_verdicts_follow_the_dtype_tolerance():
     assert verdict(1e-3, "float32") == "loose"
     assert verdict(1e-1, "float32") == "disagrees"
     assert verdict(1e-6, "float64") == "disagrees"
+
+
+def test_an_unset_gpu_matmul_precision_is_the_adapters_default():
+    assert precision_note({"device": "cpu", "framework": "jax"}) == ""
+    assert "TF32" in precision_note({"device": "cuda", "framework": "jax"})  # JaxAdapter.gpu_matmul_default
+    assert precision_note({"device": "cuda", "framework": "torch"}) == "matmul precision not recorded (the framework's default)"
+    assert precision_note({"device": "cuda", "framework": "no_such_row"}).endswith("(the framework's default)")
+    set_to = {"device": "cuda", "framework": "jax", "provenance": {"settings": {"matmul_precision": "highest"}}}
+    assert precision_note(set_to) == "matmul precision: highest"
 
 
 def test_provenance_lists_every_distinct_commit(tmp_path):

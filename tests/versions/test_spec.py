@@ -5,7 +5,8 @@ import pytest
 
 from harness import frameworks
 from harness.choices import ChoiceError
-from harness.versions import bisection, index, spec
+from harness.frameworks.base import Unavailable
+from harness.versions import bisection, envs, index, spec
 
 
 def test_frameworks_with_versions():
@@ -112,3 +113,18 @@ def test_a_pinned_release_installs_what_its_adapter_names(monkeypatch):
     envs.for_version(frameworks.get("autograd"), "1.7.0")
     assert asked["mlx"][0] == "mlx[cpu]==0.32.0"
     assert asked["autograd"][0] == "autograd==1.7.0"
+
+
+@pytest.mark.parametrize("name", [n for n in frameworks.NAMES if frameworks.get(n).package])
+def test_a_release_is_installed_unasked_unless_its_adapter_says_the_index_must_be_named(monkeypatch, name):
+    # torch: PyPI's wheels are CUDA builds of several GB, so the index is asked for
+    adapter = frameworks.get(name)
+    monkeypatch.setattr(envs, "cached", lambda name: None)
+    monkeypatch.setattr(envs, "build_loading", lambda adapter, name, requirements, options, dists: options)
+    if adapter.index_must_be_named:
+        with pytest.raises(Unavailable, match=f"{name}==1.0 is not installed without being asked: .*--torch-index"):
+            envs.for_version(adapter, "1.0")
+        assert envs.for_version(adapter, "1.0", torch_index="https://example.org/cpu")[:2] == [
+            "--index-url", "https://example.org/cpu"]
+    else:
+        assert envs.for_version(adapter, "1.0") == []

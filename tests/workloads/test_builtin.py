@@ -364,23 +364,33 @@ def bound_with(monkeypatch, name, **changes):
     return workloads.bound_bytes(name, "tiny", "float32")
 
 
-@pytest.mark.parametrize(
-    "name, knob, linear",
-    [
-        ("chained_dot", "L", False),  # L - 1 stored products: affine in L
-        ("rnn_fanout", "n", True),  # n hidden states
-        ("rnn_fanout", "B", True),
-        ("shared_linear", "K", True),  # K uses
-        ("shared_linear", "B", True),
-        ("tiny_nerf", "rays", True),  # everything is per sample
-        ("tiny_nerf", "samples", True),
-        ("unet", "N", True),  # per image
-        ("seq2seq_attention", "B", True),  # every stored tensor has a batch axis
-        ("seq2seq_attention", "T_tgt", False),  # per decoder step, plus the encoder: affine
-        ("transformer_block", "B", True),  # per sequence
-        ("transformer_block", "F", False),  # the relu output T F, plus the rest: affine
-    ],
-)
+@pytest.mark.parametrize("name", NAMES)
+def test_bound_is_linear_in_the_batch(name):
+    # every activation a store-everything backward keeps has the batch axis: one more
+    # sample keeps the same bytes again (what `harness scale` fits per sample)
+    b = workloads.get(name).SIZES["tiny"][workloads.get(name).BATCH_AXIS]
+    bounds = [workloads.bound_bytes(name, "tiny", "float32", batch=k * b) for k in (1, 2, 3)]
+    assert bounds[0] > 0 and bounds[1] == 2 * bounds[0] and bounds[2] == 3 * bounds[0], bounds
+
+
+#: (workload, size knob, whether the bound is linear in it, not only affine)
+SCALING = [
+    ("chained_dot", "L", False),  # L - 1 stored products: affine in L
+    ("rnn_fanout", "n", True),  # n hidden states
+    ("rnn_fanout", "B", True),
+    ("shared_linear", "K", True),  # K uses
+    ("shared_linear", "B", True),
+    ("tiny_nerf", "rays", True),  # everything is per sample
+    ("tiny_nerf", "samples", True),
+    ("unet", "N", True),  # per image
+    ("seq2seq_attention", "B", True),  # every stored tensor has a batch axis
+    ("seq2seq_attention", "T_tgt", False),  # per decoder step, plus the encoder: affine
+    ("transformer_block", "B", True),  # per sequence
+    ("transformer_block", "F", False),  # the relu output T F, plus the rest: affine
+]
+
+
+@pytest.mark.parametrize("name, knob, linear", SCALING)
 def test_bound_scales_as_derived(monkeypatch, name, knob, linear):
     base = workloads.get(name).SIZES["tiny"][knob]
     b1 = bound_with(monkeypatch, name, **{knob: base})
