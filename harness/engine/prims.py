@@ -120,14 +120,19 @@ SLABS = 8  # what is made piecewise (a contribution added into a gradient, a con
 MIN_SLAB_BYTES = 1 << 16  # ... in slabs of at least this (64 KiB): smaller ones cost more calls than the bytes they save
 
 
-def slabs(shape, reduced=()):
+def slabs(shape, reduced=(), itemsize=None):
     """Index tuples cutting an array of `shape` into SLABS slabs along its
-    longest axis not in `reduced` (the whole array when every axis is reduced)."""
+    longest axis not in `reduced` (the whole array when every axis is reduced).
+    With `itemsize` (bytes per element of the slab-sized transient), fewer slabs
+    where SLABS would make them smaller than MIN_SLAB_BYTES."""
     free = [a for a in range(len(shape)) if a not in reduced]
     if not free:
         return [Ellipsis]
     axis = builtins.max(free, key=lambda a: shape[a])
-    step = -(-shape[axis] // SLABS)
+    count = SLABS
+    if itemsize is not None:
+        count = builtins.max(1, builtins.min(SLABS, math.prod(shape) * itemsize // MIN_SLAB_BYTES))
+    step = -(-shape[axis] // count)
     return [(slice(None),) * axis + (slice(i, i + step),) for i in range(0, shape[axis], step)]
 
 
@@ -319,7 +324,7 @@ def _relu_grad_numpy(g, o, out=None):
     # The mask is made a slab at a time (a 1-byte-per-element transient for the whole
     # array otherwise).
     out = np.empty(g.shape, dtype=g.dtype) if out is None else out
-    for b in slabs(g.shape):
+    for b in slabs(g.shape, itemsize=1):
         np.multiply(g[b], o[b] > 0, out=out[b])
     return out
 
@@ -865,14 +870,23 @@ defvjp(conv2d, _conv2d_vjp_x, _conv2d_vjp_w)
 
 @primitive()
 def max_pool2d(x, size=2):
-    return _pool_blocks(x, size).max(axis=(3, 5))
+    # The maximum of the size*size strided views, one per window position: a 6-D
+    # reduction over the (n, c, ho, size, wo, size) blocks is ~40x slower in NumPy.
+    views = _window_positions(x, size)
+    out = xp_of(x).maximum(views[0], views[1]) if len(views) > 1 else views[0].copy()
+    for view in views[2:]:
+        xp_of(x).maximum(out, view, out=out)
+    return out
 
 
 @primitive(remakeable=True)
 def upsample2d(x, scale=2):
     n, c, h, w = _nchw(x, scale)
-    tiled = xp_of(x).broadcast_to(x[:, :, :, None, :, None], (n, c, h, scale, w, scale))
-    return tiled.reshape(n, c, h * scale, w * scale)
+    out = xp_of(x).empty((n, c, h * scale, w * scale), dtype=x.dtype)
+    for a in range(scale):  # x copied into each of the scale*scale strided views
+        for b in range(scale):
+            out[:, :, a::scale, b::scale] = x
+    return out
 
 
 def _nchw(x, size):
@@ -883,13 +897,14 @@ def _nchw(x, size):
     return x.shape
 
 
-def _pool_blocks(x, size):
-    """x as (n, c, ho, size, wo, size) blocks; a ragged edge is dropped, as torch does."""
+def _window_positions(x, size):
+    """The size*size strided views of x, one per position in a window, row-major: view
+    (a, b) holds each window's pixel (a, b). A ragged edge is dropped, as torch does."""
     n, c, h, w = _nchw(x, size)
     ho, wo = h // size, w // size
     if ho == 0 or wo == 0:
         raise ValueError(f"a {size}x{size} window does not fit in {h}x{w} pixels")
-    return x[:, :, : ho * size, : wo * size].reshape(n, c, ho, size, wo, size)
+    return [x[:, :, a : ho * size : size, b : wo * size : size] for a in range(size) for b in range(size)]
 
 
 def _max_pool2d_vjp(out, x, size=2):
@@ -918,8 +933,14 @@ def _max_pool2d_vjp(out, x, size=2):
 
 
 def _upsample2d_vjp(out, x, scale=2):
-    n, c, h, w = x.shape
-    return lambda g: g.reshape(n, c, h, scale, w, scale).sum(axis=(3, 5))
+    def vjp(g):  # each pixel's copies summed: scale*scale strided views added
+        views = [g[:, :, a::scale, b::scale] for a in range(scale) for b in range(scale)]
+        total = views[0].copy()
+        for view in views[1:]:
+            total += view
+        return total
+
+    return vjp
 
 
 defvjp(max_pool2d, _max_pool2d_vjp)

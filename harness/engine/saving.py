@@ -33,6 +33,7 @@ operand until this VJP has run: correct, just not free.)
 import math
 import weakref
 
+from harness.engine import tape as _tape  # (tape imports this module: read at call time)
 from harness.engine import xp
 
 MAX_DEPTH = 8  # how far back a recipe may reach (a recurrence would otherwise chain every step)
@@ -58,9 +59,7 @@ def _mark_saved(array, why):
             _saved[key] = weakref.ref(base, lambda _, key=key: _saved.pop(key, None))
         except TypeError:  # an array type without weak references: never counted as saved
             pass
-    from harness.engine.tape import current_ledger
-
-    ledger = current_ledger()
+    ledger = _tape.current_ledger()
     if ledger is not None:
         ledger.note_saved(base, why)
 
@@ -196,12 +195,10 @@ def _keep(x, recipe, why, depth):
 
 
 def _compact(x):
-    from harness.engine.tape import current_ledger, current_phase
-
     copy = x.copy()
-    ledger = current_ledger()
+    ledger = _tape.current_ledger()
     if ledger is not None:
-        ledger.track(copy, f"{current_phase()}:getitem")  # a copy of a slice: the op that sliced
+        ledger.track(copy, f"{_tape.current_phase()}:getitem")  # a copy of a slice: the op that sliced
     return copy
 
 

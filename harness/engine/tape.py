@@ -284,9 +284,18 @@ def donated(args, values, n):
         array = candidate.value
         if array.base is not None or not getattr(array.flags, "writeable", True):
             continue
-        if array.shape == np.broadcast_shapes(*[getattr(v, "shape", ()) for v in values[:n]]):
+        if array.shape == _output_shape(values[:n]):
             return array
     return None
+
+
+def _output_shape(operands):
+    """The shape an elementwise prim's output takes (NumPy's broadcasting), without
+    NumPy's general rule where every array operand has one shape (the common case)."""
+    shapes = [v.shape for v in operands if hasattr(v, "shape")]
+    if all(shape == shapes[0] for shape in shapes):
+        return shapes[0]
+    return np.broadcast_shapes(*shapes)
 
 
 def _calibrate():
