@@ -751,7 +751,10 @@ def conv2d(x, w, stride=1, padding=0):
         wide = None
         for i in range(kh):
             for j in range(kw):
-                term = w[:, :, i, j] @ _window(xs, i, j, count, wp)
+                window = _window(xs, i, j, count, wp)
+                # one input channel: an outer product, which NumPy's matmul makes 3x
+                # slower than a broadcast multiply (same result, same buffer)
+                term = w[:, :, i, j] * window if c == 1 else w[:, :, i, j] @ window
                 if wide is None:
                     wide = term
                 else:
@@ -810,6 +813,15 @@ def _window(flat, i, j, count, wp):
     return flat[..., i * wp + j : i * wp + j + count * wp]
 
 
+def _all_windows(flat, kh, kw, count, wp):
+    """Every kernel offset's window at once: a (n, kh, kw, c, count * wp) view of the
+    flat padded rows (n, c, F), window (i, j) starting at i*wp + j (inside the buffer:
+    the spare row holds the last one's overrun)."""
+    n, c, _ = flat.shape
+    s_n, s_c, s_p = flat.strides
+    return xp_of(flat).lib.stride_tricks.as_strided(flat, (n, kh, kw, c, count * wp), (s_n, wp * s_p, s_p, s_c, s_p))
+
+
 def _narrow(wide, stride, count, wp, wo):
     """The output pixels of `count` wide stride-1 rows: every stride-th row and column."""
     n, o = wide.shape[:2]
@@ -857,9 +869,9 @@ def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
         for rows in _row_slabs(g.shape[2], _wide_row_bytes(x.shape, w_shape, padding, g.itemsize)):
             xs, count, wp = _input_rows(x, rows, stride, padding, kh, xp_of(g))
             g_wide = _widen(g[:, :, rows], stride, count, wp)
-            for i in range(kh):
-                for j in range(kw):
-                    dw[:, :, i, j] += (g_wide @ _window(xs, i, j, count, wp).swapaxes(-1, -2)).sum(axis=0)
+            windows = _all_windows(xs, kh, kw, count, wp).swapaxes(-1, -2)
+            for image in range(g.shape[0]):  # every offset in one product on views: (kh, kw, o, c), weight-sized
+                dw += (g_wide[image] @ windows[image]).transpose(2, 3, 0, 1)
         return dw
 
     return vjp

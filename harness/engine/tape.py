@@ -226,7 +226,7 @@ def apply(prim, args, params):
         recipes = None  # no recipe may name the overwritten operand
     ledger = current_ledger()
     if ledger is not None:
-        tag = f"{_traces[-1][1]}:{prim.name}"
+        tag = _tag(_traces[-1][1], prim.name)
         if into is None:
             track_output(ledger, out, values[:n], tag)
         else:
@@ -332,6 +332,17 @@ def _calibrate():
     if (found["first of two"] == found["second of two"] == temporary
             and found["named Var"][0] > temporary[0] and found["named array"][1] > temporary[1]):  # fmt: skip
         _TEMPORARY_REFS = temporary
+
+
+_tags = {}
+
+
+def _tag(phase, name):
+    """The ledger's tag of an output, "phase:prim" (made once per pair, not per op)."""
+    tag = _tags.get((phase, name))
+    if tag is None:
+        tag = _tags[phase, name] = f"{phase}:{name}"
+    return tag
 
 
 def make_node(prim, values, params, parents, out):
