@@ -286,12 +286,14 @@ def relu(x):
     return xp_of(x).maximum(x, 0)
 
 
-@primitive()
+# sin and cos are remakeable: one transcendental per element is cheap beside keeping
+# an array (tiny_nerf's positional encoding is remade for the weight gradients it feeds)
+@primitive(remakeable=True)
 def sin(x):
     return xp_of(x).sin(x)
 
 
-@primitive()
+@primitive(remakeable=True)
 def cos(x):
     return xp_of(x).cos(x)
 

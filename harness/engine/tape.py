@@ -215,7 +215,10 @@ def apply(prim, args, params):
             # A NumPy scalar is strongly typed under NEP 50 (np.float64(2) * float32
             # array is float64); as a Python scalar it is weak and keeps the dtype.
             values[i] = arg.item()
-    arg = None  # the loop's last operand must not look referenced once more than the others (donated)
+        elif (recipe := saving.untraced_recipe(arg)) is not None:
+            recipes = recipes or {}
+            recipes[id(arg)] = recipe
+    arg = recipe = None  # the loop's last operand must not look referenced once more than the others (donated)
     _check_operands(prim, values[:n])
     # (never under a node maker such as articulation's, which may keep operands by value)
     into = donated(args, values, n) if prim.writes_into is not None and parents is not None and not _node_makers else None
@@ -232,6 +235,12 @@ def apply(prim, args, params):
         else:
             ledger.retag(out, tag)
     if parents is None or out.dtype.kind != "f":
+        if parents is None and prim.remakeable and _traces and out.dtype.kind == "f" and xp.owner(out) is out:
+            # a new buffer computed from untraced values alone (tiny_nerf's positional
+            # encoding): no node, but a recipe, so that a VJP saving it may remake it
+            # instead (a view costs nothing to keep: its buffer is its base's)
+            saving.note_untraced(out, saving.Recipe(prim, values[:n], _operand_recipes(recipes, values, n),
+                                                    [False] * n, tuple(values[n:]), params, out))
         return out
     make = _node_makers[-1] if _node_makers else make_node
     if recipes is None:
@@ -241,10 +250,14 @@ def apply(prim, args, params):
             node = make(prim, values, params, tuple(parents), out)
     recipe = None
     if prim.remakeable and into is None:
-        operand_recipes = [arg.recipe if type(arg) is Var else None for arg in args[:n]]
         free = [type(arg) is Var and isinstance(arg.node, Leaf) for arg in args[:n]]
-        recipe = saving.Recipe(prim, values[:n], operand_recipes, free, tuple(values[n:]), params)
+        recipe = saving.Recipe(prim, values[:n], _operand_recipes(recipes, values, n), free, tuple(values[n:]), params, out)
     return Var(out, node, recipe)
+
+
+def _operand_recipes(recipes, values, n):
+    """Each operand's Recipe (a traced value's, or an untraced one's) or None."""
+    return [recipes.get(id(v)) for v in values[:n]] if recipes else [None] * n
 
 
 # ---- donation: writing an elementwise output over a temporary ---------------------------
