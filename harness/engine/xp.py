@@ -67,6 +67,8 @@ def is_exclusive_view(array):
     flags = getattr(array, "flags", None)
     if flags is not None and not getattr(flags, "writeable", True):
         return False
+    if flags is not None and flags.c_contiguous:  # (most cotangents) no stride is 0
+        return True
     return all(stride or n <= 1 for stride, n in zip(array.strides, array.shape))
 
 
