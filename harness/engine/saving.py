@@ -19,8 +19,11 @@ runs. `save` decides how x is kept, always for the fewest bytes:
 
 A traced output of a cheap prim (`Prim.remakeable`) carries a `Recipe`: its prim, its
 operands by weak reference (it never keeps them alive by itself), their own recipes
-and its parameters. `apply` shows a maker's operands' recipes to `save` while the
-maker runs. An operand that is a parameter (a leaf's value), a Python scalar, or an
+and its parameters. A new buffer a cheap prim makes from untraced values alone while
+tracing has no Var to carry one, so its recipe is noted by the array's identity
+(`note_untraced`) until the array is freed: tiny_nerf's positional encoding, made from
+the input points, is kept as those. `apply` shows a maker's operands' recipes to `save`
+while the maker runs; an operand freed since is followed through its own recipe. An operand that is a parameter (a leaf's value), a Python scalar, or an
 array some VJP saved already costs a recipe nothing; any other costs its buffer, or its
 own recipe if that is cheaper. The recipe is kept only if it costs less than x.
 

@@ -152,8 +152,8 @@ class Prim:
     `nondiff` (take's indices, where's condition) are never differentiated. Operands
     of math prims must be floating arrays (or Python scalars, which never change the
     dtype); `structural` prims (reshape, concat...) accept any real dtype.
-    `remakeable` prims (copies, views, cheap elementwise arithmetic) give their traced
-    outputs a recipe, so that a VJP saving one may keep its operands instead
+    `remakeable` prims (copies, views, cheap elementwise arithmetic, sin and cos) give
+    their outputs a recipe, so that a VJP saving one may keep its operands instead
     (saving.py). `writes_into` is the forward of an elementwise prim that saves none of
     its operands, writing into a given buffer (``writes_into(*operands, out=buffer)``),
     so that its output may take a traced temporary's buffer (`donated`).
