@@ -166,7 +166,8 @@ class Scatter:
         if self.repeated:
             scatter_add(target, self.index, self.values)
         else:
-            target[self.index] += self.values
+            view = target[self.index]  # basic indexing: a view, added into in place
+            view += self.values
 
 
 # ---- elementwise, broadcasting; either operand may be a Python scalar ------------------
@@ -478,11 +479,13 @@ def add_matmul(acc, left, right):
     elif acc.shape[-2] > acc.shape[-1]:
         step = -(-acc.shape[-2] // count)
         for i in range(0, acc.shape[-2], step):
-            acc[..., i : i + step, :] += product(left[..., i : i + step, :], right)
+            rows = acc[..., i : i + step, :]  # (a view: `acc[...] += x` would also set it back)
+            rows += product(left[..., i : i + step, :], right)
     else:
         step = -(-acc.shape[-1] // count)
         for i in range(0, acc.shape[-1], step):
-            acc[..., i : i + step] += product(left, right[..., i : i + step])
+            columns = acc[..., i : i + step]
+            columns += product(left, right[..., i : i + step])
     return acc
 
 
@@ -736,7 +739,8 @@ def _logsumexp_vjp(out, x, axis=-1, keepdims=False):
         if add_to is None:
             return softmax_times_g(Ellipsis)
         for b in slabs(shape, axes):
-            add_to[b] += softmax_times_g(b)
+            slab = add_to[b]
+            slab += softmax_times_g(b)
         return add_to
 
     return adds_into(vjp)
@@ -861,7 +865,8 @@ def _conv2d_vjp_x(out, x, w, stride=1, padding=0):
             at = dflat[..., stride * rows.start * wp :]  # the slab's first padded input row on
             for i in range(kh):
                 for j in range(kw):
-                    _window(at, i, j, count, wp)[...] += wv[:, :, i, j].T @ g_wide
+                    window = _window(at, i, j, count, wp)  # a view of dpad
+                    window += product(wv[:, :, i, j].T, g_wide)
         return dpad[:, :, p : p + h, p : p + wd]
 
     return vjp
