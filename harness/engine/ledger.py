@@ -46,21 +46,20 @@ class Ledger:
         """Count `array`'s buffer as live from now until its owner is freed (once per
         buffer: tracking a view of a tracked buffer does nothing)."""
         base = xp.owner(array)
-        if base.nbytes == 0:
-            return
+        nbytes = base.nbytes
         address = id(base)
-        if address in self._live:
+        if nbytes == 0 or address in self._live:
             return
         try:
             ref = weakref.ref(base, lambda _, address=address: self._release(address))
         except TypeError:  # an array type without weak references: count it as live
             ref = None
-        self._live[address] = (base.nbytes, tag, ref)
-        self.allocated[_dtype_name(base.dtype)] += base.nbytes
+        self._live[address] = (nbytes, tag, ref)
+        self.allocated[_dtype_name(base.dtype)] += nbytes
         if self._watched is not None:
-            self._watched[tag] += base.nbytes
-            self.allocated_by_tag[tag] = self.allocated_by_tag.get(tag, 0) + base.nbytes
-        self._record(base.nbytes, tag)
+            self._watched[tag] += nbytes
+            self.allocated_by_tag[tag] = self.allocated_by_tag.get(tag, 0) + nbytes
+        self._record(nbytes, tag)
 
     def retag(self, array, tag):
         """`array`'s buffer now holds what `tag` made (an output written over a

@@ -120,14 +120,19 @@ SLABS = 8  # what is made piecewise (a contribution added into a gradient, a con
 MIN_SLAB_BYTES = 1 << 16  # ... in slabs of at least this (64 KiB): smaller ones cost more calls than the bytes they save
 
 
-def slabs(shape, reduced=()):
+def slabs(shape, reduced=(), itemsize=None):
     """Index tuples cutting an array of `shape` into SLABS slabs along its
-    longest axis not in `reduced` (the whole array when every axis is reduced)."""
+    longest axis not in `reduced` (the whole array when every axis is reduced).
+    With `itemsize` (bytes per element of the slab-sized transient), fewer slabs
+    where SLABS would make them smaller than MIN_SLAB_BYTES."""
     free = [a for a in range(len(shape)) if a not in reduced]
     if not free:
         return [Ellipsis]
     axis = builtins.max(free, key=lambda a: shape[a])
-    step = -(-shape[axis] // SLABS)
+    count = SLABS
+    if itemsize is not None:
+        count = builtins.max(1, builtins.min(SLABS, math.prod(shape) * itemsize // MIN_SLAB_BYTES))
+    step = -(-shape[axis] // count)
     return [(slice(None),) * axis + (slice(i, i + step),) for i in range(0, shape[axis], step)]
 
 
@@ -161,7 +166,8 @@ class Scatter:
         if self.repeated:
             scatter_add(target, self.index, self.values)
         else:
-            target[self.index] += self.values
+            view = target[self.index]  # basic indexing: a view, added into in place
+            view += self.values
 
 
 # ---- elementwise, broadcasting; either operand may be a Python scalar ------------------
@@ -281,12 +287,14 @@ def relu(x):
     return xp_of(x).maximum(x, 0)
 
 
-@primitive()
+# sin and cos are remakeable: one transcendental per element is cheap beside keeping
+# an array (tiny_nerf's positional encoding is remade for the weight gradients it feeds)
+@primitive(remakeable=True)
 def sin(x):
     return xp_of(x).sin(x)
 
 
-@primitive()
+@primitive(remakeable=True)
 def cos(x):
     return xp_of(x).cos(x)
 
@@ -319,7 +327,7 @@ def _relu_grad_numpy(g, o, out=None):
     # The mask is made a slab at a time (a 1-byte-per-element transient for the whole
     # array otherwise).
     out = np.empty(g.shape, dtype=g.dtype) if out is None else out
-    for b in slabs(g.shape):
+    for b in slabs(g.shape, itemsize=1):
         np.multiply(g[b], o[b] > 0, out=out[b])
     return out
 
@@ -443,10 +451,19 @@ def product_cotangent(left, right, shape, add_to):
     that operand, and no broadcast to undo, it is added into add_to a slab of rows at a
     time, so the contribution never exists whole (BLAS's C += A B, which NumPy's matmul
     does not expose). Returns add_to, or a fresh array."""
-    product = np.broadcast_shapes(left.shape[:-2], right.shape[:-2]) + (left.shape[-2], right.shape[-1])
-    if add_to is None or product != shape:
-        return unbroadcast(left @ right, shape)
+    product_shape = np.broadcast_shapes(left.shape[:-2], right.shape[:-2]) + (left.shape[-2], right.shape[-1])
+    if add_to is None or product_shape != shape:
+        return unbroadcast(product(left, right), shape)
     return add_matmul(add_to, left, right)
+
+
+def product(left, right):
+    """left @ right. A contraction of length 1 (an outer product: attention's (B T, 1)
+    scores, a one-channel conv) is a broadcast multiply, the same numbers: NumPy's
+    matmul makes it without BLAS, 3-40x slower."""
+    if left.shape[-1] == 1:
+        return xp_of(left, right).multiply(left, right)
+    return left @ right
 
 
 def add_matmul(acc, left, right):
@@ -458,15 +475,17 @@ def add_matmul(acc, left, right):
     slower than slabs of columns)."""
     count = builtins.max(1, builtins.min(SLABS, acc.nbytes // MIN_SLAB_BYTES))
     if count == 1:
-        acc += left @ right
+        acc += product(left, right)
     elif acc.shape[-2] > acc.shape[-1]:
         step = -(-acc.shape[-2] // count)
         for i in range(0, acc.shape[-2], step):
-            acc[..., i : i + step, :] += left[..., i : i + step, :] @ right
+            rows = acc[..., i : i + step, :]  # (a view: `acc[...] += x` would also set it back)
+            rows += product(left[..., i : i + step, :], right)
     else:
         step = -(-acc.shape[-1] // count)
         for i in range(0, acc.shape[-1], step):
-            acc[..., i : i + step] += left @ right[..., i : i + step]
+            columns = acc[..., i : i + step]
+            columns += product(left, right[..., i : i + step])
     return acc
 
 
@@ -725,7 +744,8 @@ def _logsumexp_vjp(out, x, axis=-1, keepdims=False):
         if add_to is None:
             return softmax_times_g(Ellipsis)
         for b in slabs(shape, axes):
-            add_to[b] += softmax_times_g(b)
+            slab = add_to[b]
+            slab += softmax_times_g(b)
         return add_to
 
     return adds_into(vjp)
@@ -751,7 +771,7 @@ def conv2d(x, w, stride=1, padding=0):
         wide = None
         for i in range(kh):
             for j in range(kw):
-                term = w[:, :, i, j] @ _window(xs, i, j, count, wp)
+                term = product(w[:, :, i, j], _window(xs, i, j, count, wp))
                 if wide is None:
                     wide = term
                 else:
@@ -810,6 +830,15 @@ def _window(flat, i, j, count, wp):
     return flat[..., i * wp + j : i * wp + j + count * wp]
 
 
+def _all_windows(flat, kh, kw, count, wp):
+    """Every kernel offset's window at once: a (n, kh, kw, c, count * wp) view of the
+    flat padded rows (n, c, F), window (i, j) starting at i*wp + j (inside the buffer:
+    the spare row holds the last one's overrun)."""
+    n, c, _ = flat.shape
+    s_n, s_c, s_p = flat.strides
+    return xp_of(flat).lib.stride_tricks.as_strided(flat, (n, kh, kw, c, count * wp), (s_n, wp * s_p, s_p, s_c, s_p))
+
+
 def _narrow(wide, stride, count, wp, wo):
     """The output pixels of `count` wide stride-1 rows: every stride-th row and column."""
     n, o = wide.shape[:2]
@@ -841,7 +870,8 @@ def _conv2d_vjp_x(out, x, w, stride=1, padding=0):
             at = dflat[..., stride * rows.start * wp :]  # the slab's first padded input row on
             for i in range(kh):
                 for j in range(kw):
-                    _window(at, i, j, count, wp)[...] += wv[:, :, i, j].T @ g_wide
+                    window = _window(at, i, j, count, wp)  # a view of dpad
+                    window += product(wv[:, :, i, j].T, g_wide)
         return dpad[:, :, p : p + h, p : p + wd]
 
     return vjp
@@ -857,9 +887,9 @@ def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
         for rows in _row_slabs(g.shape[2], _wide_row_bytes(x.shape, w_shape, padding, g.itemsize)):
             xs, count, wp = _input_rows(x, rows, stride, padding, kh, xp_of(g))
             g_wide = _widen(g[:, :, rows], stride, count, wp)
-            for i in range(kh):
-                for j in range(kw):
-                    dw[:, :, i, j] += (g_wide @ _window(xs, i, j, count, wp).swapaxes(-1, -2)).sum(axis=0)
+            windows = _all_windows(xs, kh, kw, count, wp).swapaxes(-1, -2)
+            for image in range(g.shape[0]):  # every offset in one product on views: (kh, kw, o, c), weight-sized
+                dw += (g_wide[image] @ windows[image]).transpose(2, 3, 0, 1)
         return dw
 
     return vjp
@@ -870,14 +900,23 @@ defvjp(conv2d, _conv2d_vjp_x, _conv2d_vjp_w)
 
 @primitive()
 def max_pool2d(x, size=2):
-    return _pool_blocks(x, size).max(axis=(3, 5))
+    # The maximum of the size*size strided views, one per window position: a 6-D
+    # reduction over the (n, c, ho, size, wo, size) blocks is ~40x slower in NumPy.
+    views = _window_positions(x, size)
+    out = xp_of(x).maximum(views[0], views[1]) if len(views) > 1 else views[0].copy()
+    for view in views[2:]:
+        xp_of(x).maximum(out, view, out=out)
+    return out
 
 
 @primitive(remakeable=True)
 def upsample2d(x, scale=2):
     n, c, h, w = _nchw(x, scale)
-    tiled = xp_of(x).broadcast_to(x[:, :, :, None, :, None], (n, c, h, scale, w, scale))
-    return tiled.reshape(n, c, h * scale, w * scale)
+    out = xp_of(x).empty((n, c, h * scale, w * scale), dtype=x.dtype)
+    for a in range(scale):  # x copied into each of the scale*scale strided views
+        for b in range(scale):
+            out[:, :, a::scale, b::scale] = x
+    return out
 
 
 def _nchw(x, size):
@@ -888,13 +927,14 @@ def _nchw(x, size):
     return x.shape
 
 
-def _pool_blocks(x, size):
-    """x as (n, c, ho, size, wo, size) blocks; a ragged edge is dropped, as torch does."""
+def _window_positions(x, size):
+    """The size*size strided views of x, one per position in a window, row-major: view
+    (a, b) holds each window's pixel (a, b). A ragged edge is dropped, as torch does."""
     n, c, h, w = _nchw(x, size)
     ho, wo = h // size, w // size
     if ho == 0 or wo == 0:
         raise ValueError(f"a {size}x{size} window does not fit in {h}x{w} pixels")
-    return x[:, :, : ho * size, : wo * size].reshape(n, c, ho, size, wo, size)
+    return [x[:, :, a : ho * size : size, b : wo * size : size] for a in range(size) for b in range(size)]
 
 
 def _max_pool2d_vjp(out, x, size=2):
@@ -923,8 +963,14 @@ def _max_pool2d_vjp(out, x, size=2):
 
 
 def _upsample2d_vjp(out, x, scale=2):
-    n, c, h, w = x.shape
-    return lambda g: g.reshape(n, c, h, scale, w, scale).sum(axis=(3, 5))
+    def vjp(g):  # each pixel's copies summed: scale*scale strided views added
+        views = [g[:, :, a::scale, b::scale] for a in range(scale) for b in range(scale)]
+        total = views[0].copy()
+        for view in views[1:]:
+            total += view
+        return total
+
+    return vjp
 
 
 defvjp(max_pool2d, _max_pool2d_vjp)

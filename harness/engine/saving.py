@@ -19,8 +19,11 @@ runs. `save` decides how x is kept, always for the fewest bytes:
 
 A traced output of a cheap prim (`Prim.remakeable`) carries a `Recipe`: its prim, its
 operands by weak reference (it never keeps them alive by itself), their own recipes
-and its parameters. `apply` shows a maker's operands' recipes to `save` while the
-maker runs. An operand that is a parameter (a leaf's value), a Python scalar, or an
+and its parameters. A new buffer a cheap prim makes from untraced values alone while
+tracing has no Var to carry one, so its recipe is noted by the array's identity
+(`note_untraced`) until the array is freed: tiny_nerf's positional encoding, made from
+the input points, is kept as those. `apply` shows a maker's operands' recipes to `save`
+while the maker runs; an operand freed since is followed through its own recipe. An operand that is a parameter (a leaf's value), a Python scalar, or an
 array some VJP saved already costs a recipe nothing; any other costs its buffer, or its
 own recipe if that is cheaper. The recipe is kept only if it costs less than x.
 
@@ -58,38 +61,41 @@ def _mark_saved(array, why):
             _saved[key] = weakref.ref(base, lambda _, key=key: _saved.pop(key, None))
         except TypeError:  # an array type without weak references: never counted as saved
             pass
-    from harness.engine.tape import current_ledger
-
-    ledger = current_ledger()
+    ledger = _tape.current_ledger()
     if ledger is not None:
         ledger.note_saved(base, why)
 
 
 class Recipe:
-    """How a traced output was made by a cheap prim, without holding its operands."""
+    """How an output was made by a cheap prim, without holding its operands."""
 
-    __slots__ = ("prim", "operands", "recipes", "free", "extra", "params")
+    __slots__ = ("prim", "operands", "recipes", "free", "extra", "params", "shape", "dtype")
 
-    def __init__(self, prim, operands, recipes, free, extra, params):
+    def __init__(self, prim, operands, recipes, free, extra, params, out):
         self.prim = prim
         self.operands = tuple(_weak(v) if xp.is_array(v) else v for v in operands)
         self.recipes = recipes  # per operand: its Recipe or None
         self.free = free  # per operand: True for a leaf's value (the caller holds it)
         self.extra = extra  # static arguments passed by position (reshape's shape)
         self.params = params
+        self.shape, self.dtype = out.shape, out.dtype  # of the output it makes
 
     def resolved(self):
         """The operands as values (None for an array that has been freed)."""
         return [ref() if type(ref) in _REF_TYPES else ref for ref in self.operands]
 
-    def cost(self, depth=0):
-        """Bytes that keeping the operands instead of the output would add."""
+    def cost(self, depth=0, seen=None):
+        """Bytes that keeping the operands instead of the output would add (each
+        buffer once, `seen` holding the ones counted already)."""
         if depth > MAX_DEPTH:
             return math.inf
-        total, seen = 0, set()
+        total, seen = 0, set() if seen is None else seen
         for value, recipe, free in zip(self.resolved(), self.recipes, self.free):
-            if value is None:
-                return math.inf  # freed: the recipe cannot be followed
+            if value is None:  # freed: only its own recipe can remake it
+                if recipe is None:
+                    return math.inf
+                total += recipe.cost(depth + 1, seen)
+                continue
             if not xp.is_array(value) or free or is_saved(value):
                 continue
             key = id(xp.owner(value))
@@ -97,7 +103,7 @@ class Recipe:
                 continue
             seen.add(key)
             own = _owner_bytes(value)
-            total += own if recipe is None else min(own, recipe.cost(depth + 1))
+            total += own if recipe is None else min(own, recipe.cost(depth + 1, set(seen)))
         return total
 
 
@@ -153,14 +159,16 @@ class Rebuilt:
         return self.value()[:, :, lo:hi]
 
     def parts(self, axis):
-        """[(start, stop, part)] if this is a concatenation along `axis`, else None."""
+        """[(start, stop, part)] if this is a concatenation along `axis`, else None;
+        a part that is itself such a concatenation is given as its own parts."""
         if self.prim.name != "concat" or self.params.get("axis", 0) % len(self.shape) != axis % len(self.shape):
             return None
         out, start = [], 0
         for v in self.operands:
-            n = v.shape[axis]
-            out.append((start, start + n, v))
-            start += n
+            inner = v.parts(axis) if type(v) is Rebuilt else None
+            for lo, hi, part in inner or [(0, v.shape[axis], v)]:
+                out.append((start + lo, start + hi, part))
+            start += v.shape[axis]
         return out
 
 
@@ -184,11 +192,14 @@ def save(x, why):
 
 
 def _keep(x, recipe, why, depth):
-    if recipe is not None and not is_saved(x) and depth <= MAX_DEPTH and recipe.cost() < _owner_bytes(x):
+    """x kept for a VJP (x is None: freed already, kept as its recipe, which costs
+    less than infinity: the caller checked)."""
+    if recipe is not None and depth <= MAX_DEPTH and (x is None or not is_saved(x)) and recipe.cost() < (
+            math.inf if x is None else _owner_bytes(x)):  # fmt: skip
         operands = []
         for v, r in zip(recipe.resolved(), recipe.recipes):
-            operands.append(_keep(v, r, why, depth + 1) if xp.is_array(v) else v)
-        return Rebuilt(recipe.prim, operands, recipe.extra, recipe.params, x.shape, x.dtype)
+            operands.append(_keep(v, r, why, depth + 1) if xp.is_array(v) or (v is None and r is not None) else v)
+        return Rebuilt(recipe.prim, operands, recipe.extra, recipe.params, recipe.shape, recipe.dtype)
     if recipe is not None and x.nbytes * 2 <= _owner_bytes(x) and not is_saved(x):
         x = _compact(x)  # a small slice of a buffer nobody keeps: keep the slice alone
     _mark_saved(x, why)
@@ -196,13 +207,31 @@ def _keep(x, recipe, why, depth):
 
 
 def _compact(x):
-    from harness.engine.tape import current_ledger, current_phase
-
     copy = x.copy()
-    ledger = current_ledger()
+    ledger = _tape.current_ledger()
     if ledger is not None:
-        ledger.track(copy, f"{current_phase()}:getitem")  # a copy of a slice: the op that sliced
+        ledger.track(copy, f"{_tape.current_phase()}:getitem")  # a copy of a slice: the op that sliced
     return copy
+
+
+# id(array) -> (Recipe, weak reference): outputs of remakeable prims on untraced
+# values made while tracing; the entry goes when the array does
+_untraced = {}
+
+
+def note_untraced(out, recipe):
+    """`out` was made by `recipe` from untraced values alone (it has no Var to carry it)."""
+    key = id(out)
+    try:
+        _untraced[key] = (recipe, weakref.ref(out, lambda _, key=key: _untraced.pop(key, None)))
+    except TypeError:  # an array type without weak references: never remade
+        pass
+
+
+def untraced_recipe(value):
+    """The Recipe of an untraced array made while tracing, or None."""
+    entry = _untraced.get(id(value)) if _untraced else None
+    return None if entry is None else entry[0]
 
 
 class showing_recipes:
@@ -218,3 +247,7 @@ class showing_recipes:
 
     def __exit__(self, *exc):
         _operand_recipes.pop()
+
+
+# Last: tape imports this module, and runs ops (its calibration) as it is imported.
+from harness.engine import tape as _tape  # noqa: E402

@@ -152,8 +152,8 @@ class Prim:
     `nondiff` (take's indices, where's condition) are never differentiated. Operands
     of math prims must be floating arrays (or Python scalars, which never change the
     dtype); `structural` prims (reshape, concat...) accept any real dtype.
-    `remakeable` prims (copies, views, cheap elementwise arithmetic) give their traced
-    outputs a recipe, so that a VJP saving one may keep its operands instead
+    `remakeable` prims (copies, views, cheap elementwise arithmetic, sin and cos) give
+    their outputs a recipe, so that a VJP saving one may keep its operands instead
     (saving.py). `writes_into` is the forward of an elementwise prim that saves none of
     its operands, writing into a given buffer (``writes_into(*operands, out=buffer)``),
     so that its output may take a traced temporary's buffer (`donated`).
@@ -215,7 +215,10 @@ def apply(prim, args, params):
             # A NumPy scalar is strongly typed under NEP 50 (np.float64(2) * float32
             # array is float64); as a Python scalar it is weak and keeps the dtype.
             values[i] = arg.item()
-    arg = None  # the loop's last operand must not look referenced once more than the others (donated)
+        elif (recipe := saving.untraced_recipe(arg)) is not None:
+            recipes = recipes or {}
+            recipes[id(arg)] = recipe
+    arg = recipe = None  # the loop's last operand must not look referenced once more than the others (donated)
     _check_operands(prim, values[:n])
     # (never under a node maker such as articulation's, which may keep operands by value)
     into = donated(args, values, n) if prim.writes_into is not None and parents is not None and not _node_makers else None
@@ -226,12 +229,18 @@ def apply(prim, args, params):
         recipes = None  # no recipe may name the overwritten operand
     ledger = current_ledger()
     if ledger is not None:
-        tag = f"{_traces[-1][1]}:{prim.name}"
+        tag = _tag(_traces[-1][1], prim.name)
         if into is None:
             track_output(ledger, out, values[:n], tag)
         else:
             ledger.retag(out, tag)
     if parents is None or out.dtype.kind != "f":
+        if parents is None and prim.remakeable and _traces and out.dtype.kind == "f" and xp.owner(out) is out:
+            # a new buffer computed from untraced values alone (tiny_nerf's positional
+            # encoding): no node, but a recipe, so that a VJP saving it may remake it
+            # instead (a view costs nothing to keep: its buffer is its base's)
+            saving.note_untraced(out, saving.Recipe(prim, values[:n], _operand_recipes(recipes, values, n),
+                                                    [False] * n, tuple(values[n:]), params, out))
         return out
     make = _node_makers[-1] if _node_makers else make_node
     if recipes is None:
@@ -241,10 +250,14 @@ def apply(prim, args, params):
             node = make(prim, values, params, tuple(parents), out)
     recipe = None
     if prim.remakeable and into is None:
-        operand_recipes = [arg.recipe if type(arg) is Var else None for arg in args[:n]]
         free = [type(arg) is Var and isinstance(arg.node, Leaf) for arg in args[:n]]
-        recipe = saving.Recipe(prim, values[:n], operand_recipes, free, tuple(values[n:]), params)
+        recipe = saving.Recipe(prim, values[:n], _operand_recipes(recipes, values, n), free, tuple(values[n:]), params, out)
     return Var(out, node, recipe)
+
+
+def _operand_recipes(recipes, values, n):
+    """Each operand's Recipe (a traced value's, or an untraced one's) or None."""
+    return [recipes.get(id(v)) for v in values[:n]] if recipes else [None] * n
 
 
 # ---- donation: writing an elementwise output over a temporary ---------------------------
@@ -284,9 +297,18 @@ def donated(args, values, n):
         array = candidate.value
         if array.base is not None or not getattr(array.flags, "writeable", True):
             continue
-        if array.shape == np.broadcast_shapes(*[getattr(v, "shape", ()) for v in values[:n]]):
+        if array.shape == _output_shape(values[:n]):
             return array
     return None
+
+
+def _output_shape(operands):
+    """The shape an elementwise prim's output takes (NumPy's broadcasting), without
+    NumPy's general rule where every array operand has one shape (the common case)."""
+    shapes = [v.shape for v in operands if hasattr(v, "shape")]
+    if all(shape == shapes[0] for shape in shapes):
+        return shapes[0]
+    return np.broadcast_shapes(*shapes)
 
 
 def _calibrate():
@@ -323,6 +345,17 @@ def _calibrate():
     if (found["first of two"] == found["second of two"] == temporary
             and found["named Var"][0] > temporary[0] and found["named array"][1] > temporary[1]):  # fmt: skip
         _TEMPORARY_REFS = temporary
+
+
+_tags = {}
+
+
+def _tag(phase, name):
+    """The ledger's tag of an output, "phase:prim" (made once per pair, not per op)."""
+    tag = _tags.get((phase, name))
+    if tag is None:
+        tag = _tags[phase, name] = f"{phase}:{name}"
+    return tag
 
 
 def make_node(prim, values, params, parents, out):

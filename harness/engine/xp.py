@@ -21,8 +21,16 @@ def is_cupy(value):
     return found
 
 
+_is_array_type = {np.ndarray: True}
+
+
 def is_array(value):
-    return type(value) is np.ndarray or isinstance(value, np.ndarray) or is_cupy(value)
+    # Every op asks, of operands, bases and results alike: answered per type, once.
+    kind = type(value)
+    found = _is_array_type.get(kind)
+    if found is None:
+        found = _is_array_type[kind] = issubclass(kind, np.ndarray) or is_cupy(value)
+    return found
 
 
 def array_module(*values):
@@ -37,8 +45,9 @@ def array_module(*values):
 
 def owner(array):
     """The array that owns `array`'s memory (`array` itself unless it is a view)."""
-    while is_array(array.base):
-        array = array.base
+    base = array.base
+    while base is not None and is_array(base):
+        array, base = base, base.base
     return array
 
 
@@ -58,6 +67,8 @@ def is_exclusive_view(array):
     flags = getattr(array, "flags", None)
     if flags is not None and not getattr(flags, "writeable", True):
         return False
+    if flags is not None and flags.c_contiguous:  # (most cotangents) no stride is 0
+        return True
     return all(stride or n <= 1 for stride, n in zip(array.strides, array.shape))
 
 

@@ -9,10 +9,14 @@ A thin adapter: the op set is ``harness.engine.ops`` itself, and gradients come 
 - ``remat`` (``load(remat=...)``): none, native, sqrt, revolve:S or articulation
   (harness/engine/remat.py); articulation plans from a dry trace in ``prepare``;
 - the ledger (live bytes of every buffer the engine allocated, a peak and a
-  timeline): each ``step`` / ``forward`` records into a fresh ``Ledger``, left in
-  ``adapter.last_ledger`` for the measurement to read (``peak_bytes``, ``timeline``,
-  ``live_by_tag()``). Pass ``ledger=`` to record into your own instead, or build the
-  adapter with ``track_memory=False`` to run without one (``last_ledger`` is None).
+  timeline), the engine's counting instrument: a ``step`` / ``forward`` run under
+  ``adapter.saving()`` records into a fresh ``Ledger``, left in ``adapter.last_ledger``
+  for the breakdown to read (``peak_bytes``, ``timeline``, ``live_by_tag()``), as
+  torch's saved-tensor hooks count only there. The measured steps (memory and time
+  passes) run without it, as torch's run without hooks: it costs ~12 % of a step of
+  small arrays (a weak reference and a timeline row per buffer). Build the adapter
+  with ``track_memory="always"`` for a ledger in every step, or False for none; pass
+  ``ledger=`` to record into your own.
 
 CUDA: the engine computes on CuPy arrays when given them (``from_numpy(tree,
 "cuda")`` is ``cupy.asarray``). Its device probe counts CuPy's memory pool through a
@@ -22,6 +26,7 @@ Everything CUDA-specific is at the end of this module; not run on a GPU as of
 with the reason, where either is missing.
 """
 
+import contextlib
 import importlib.util
 import os
 
@@ -44,11 +49,17 @@ class ReferenceAdapter(Adapter):
     # revolve takes its snapshot count: revolve:S. See harness/engine/remat.py.
     remats = ("none", "native", "sqrt", "revolve:S", "articulation")
 
+    #: track_memory's choices: a ledger under saving() only, in every step, never
+    LEDGER_CHOICES = (True, "always", False)
+
     def __init__(self, order="heap", track_memory=True):
         from harness.engine.backward import ORDERS  # the engine imports NumPy only
 
         self.order = check_choice("reference order", order, ORDERS)
+        if track_memory not in self.LEDGER_CHOICES:
+            raise ValueError(f"track_memory must be one of {self.LEDGER_CHOICES}, got {track_memory!r}")
         self.track_memory = track_memory
+        self._counting = False  # inside saving()
         self.last_ledger = None
         self.device = "cpu"
 
@@ -64,7 +75,7 @@ class ReferenceAdapter(Adapter):
 
         self._settings = fix_numpy_blas_threads()
         self._settings.update(
-            {"reference.order": self.order, "reference.ledger": bool(self.track_memory), "reference.remat": remat}
+            {"reference.order": self.order, "reference.ledger": _LEDGER_SETTING[self.track_memory], "reference.remat": remat}
         )
         self.device = device
         self.ops = engine.ops
@@ -126,7 +137,7 @@ class ReferenceAdapter(Adapter):
     def _ledger(self, ledger):
         from harness.engine import Ledger
 
-        if ledger is None and self.track_memory:
+        if ledger is None and (self.track_memory == "always" or (self.track_memory and self._counting)):
             ledger = Ledger()
         self.last_ledger = ledger
         return ledger
@@ -179,13 +190,23 @@ class ReferenceAdapter(Adapter):
         return traced
 
     # ---- the breakdown's hooks ---------------------------------------------------------
+    @contextlib.contextmanager
+    def saving(self):
+        """The steps run inside record into a fresh ledger each (track_memory True):
+        the breakdown's and saved_by_op's steps, never the measured ones."""
+        was, self._counting = self._counting, True
+        try:
+            yield
+        finally:
+            self._counting = was
+
     def saved_activation_bytes(self, state, params, inputs):
         """The ledger's live bytes at the end of forward: every buffer the engine made
         that is still alive then is held by a VJP (the tape keeps nothing else), once
         per buffer; the caller's params and inputs are never in the ledger."""
         ledger = self.last_ledger
         if ledger is None:
-            return None, "the engine ran without its ledger (track_memory=False)"
+            return None, _NO_LEDGER
         loss = getattr(state[0], "nbytes", 0)
         method = "the engine's ledger: live bytes at the end of forward, once per buffer, less the loss scalar"
         return ledger.live_bytes - loss, method
@@ -195,7 +216,7 @@ class ReferenceAdapter(Adapter):
         each (its tag), less the loss: the same buffers `saved_activation_bytes` sums."""
         ledger = self.last_ledger
         if ledger is None:
-            return None, "the engine ran without its ledger (track_memory=False)"
+            return None, _NO_LEDGER
         from harness.engine import xp
         from harness.engine.ledger import key
 
@@ -233,6 +254,10 @@ class ReferenceAdapter(Adapter):
 
         return CupyPoolProbe(cupy)
 
+
+_LEDGER_SETTING = {True: "in the breakdown's steps (saving()), not the measured ones", "always": "every step",
+                   False: "off"}
+_NO_LEDGER = "the engine ran without its ledger (outside saving(), or track_memory=False)"
 
 #: ledger tag (or "phase:*") -> role, for `backward_detail`
 _ROLES = {

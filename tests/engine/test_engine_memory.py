@@ -389,6 +389,30 @@ def test_backward_releases_the_graph_and_every_saved_array():
     assert ledger.live_bytes == loss.nbytes + g.nbytes
 
 
+def test_a_step_makes_no_reference_cycles_and_leaves_the_collector_as_it_was():
+    # The engine pauses Python's cyclic collector while it traces and runs backward
+    # (api.collector_paused): that is free of memory cost only if nothing it makes
+    # needs the collector. So a step with the collector off leaves nothing for it, on
+    # the workloads with the most graph structure (recurrences, skips, recipes).
+    import gc
+
+    from harness import workloads
+
+    for name in ("seq2seq_attention", "unet", "tiny_nerf", "transformer_block"):
+        problem = workloads.build(name, "tiny", "float32")
+        step = value_and_grad(lambda params: problem.loss(ops, params, problem.inputs), ledger=Ledger())
+        gc.collect()
+        gc.disable()
+        try:
+            step(problem.params)
+        finally:
+            found = gc.collect()
+            gc.enable()
+        assert found == 0, name
+        step(problem.params)
+        assert gc.isenabled()
+
+
 # ---- 10. tiny_nerf: each saved byte, and the step peak, against what the math needs ----------
 
 
@@ -410,14 +434,16 @@ def test_tiny_nerf_keeps_what_its_vjps_need_and_peaks_one_activation_above_it():
 
     # Saved at the end of the forward pass, one count per buffer:
     # - the MLP: h_1 .. h_8 (each relu's output, which relu's VJP and the next matmul's
-    #   weight gradient both read) and the encoding (layer 0's matmul input): N f (8 W + E).
-    #   The skip concatenation [h_5, encoding] (layer 5's matmul input) is kept as its
-    #   two parts, both saved already: layer 5's weight gradient is made part by part;
+    #   weight gradient both read): 8 N W f. The encoding (layer 0's matmul input, E
+    #   features) is not kept: it is made from the inputs alone, by cheap prims, so it is
+    #   kept as its recipe (the caller's points, sin and cos of them) and layer 0's and
+    #   layer 5's weight gradients remake it a part of 3 features at a time. The skip
+    #   concatenation [h_5, encoding] (layer 5's matmul input) is kept as its parts too;
     # - the rendering, per sample: sigma (relu's output), rgb (3, sigmoid's) and the two
     #   exp outputs e = exp(-sigma delta) and T: 6 N f. alpha = 1 - e and the weights
     #   alpha T, which mul's VJPs read, are remade from e and T. Per ray the pixel error
     #   (3 R f, the square's operand); and the 4-byte loss.
-    saved_mlp = N * f * (8 * W + E)
+    saved_mlp = N * f * 8 * W
     forward_end = saved_mlp + 6 * N * f + 3 * R * f + 4
     assert live_at(ledger, "backward") == forward_end, ledger.live_by_tag()
     # The peak: going down layer k, relu's and add's VJPs write over the incoming
@@ -487,6 +513,39 @@ def test_a_gru_difference_is_remade_and_a_gate_slice_kept_compact():
     saved, ledger, _backward = _saved_at_forward_end(step, {"U": U, "a": a, "c": c})
     assert saved == 4 * B * H * 4, ledger.live_by_tag()
     assert ledger.live_by_tag().get("forward:getitem") == B * H * 4  # the compact copy
+
+
+def test_an_encoding_of_the_inputs_is_remade_for_the_weight_gradients_it_feeds():
+    # As tiny_nerf's positional encoding: e = [x, sin(2x), cos(2x)] is made from the
+    # caller's x alone (no node is recorded), and both weight gradients read it, layer
+    # 2's through the concatenation [h, e]. e is kept as its recipe (x, which the
+    # caller holds), so only h = tanh(e W1) is saved; each weight gradient remakes e a
+    # part of x's width at a time. Gradients as with e kept (the float64 check).
+    N, D, H = 32, 3, 8
+    x, W1, W2 = positive(N, D, dtype=np.float64), positive(3 * D, H, dtype=np.float64), positive(H + 3 * D, 2, dtype=np.float64)
+
+    def f(p):
+        scaled = ops.mul(x, 2.0)
+        e = ops.concat([x, ops.sin(scaled), ops.cos(scaled)], axis=-1)
+        h = ops.tanh(ops.matmul(e, p["W1"]))
+        return ops.sum(ops.matmul(ops.concat([h, e], axis=-1), p["W2"]))
+
+    saved, ledger, backward_fn = _saved_at_forward_end(f, {"W1": W1, "W2": W2})
+    assert saved == N * H * 8, ledger.live_by_tag()
+    grads = backward_fn()
+    e = np.concatenate([x, np.sin(2 * x), np.cos(2 * x)], axis=-1)
+    h = np.tanh(e @ W1)
+    g_h = np.ones((N, 2)) @ W2[:H].T
+    np.testing.assert_allclose(grads["W2"], np.concatenate([h, e], axis=-1).T @ np.ones((N, 2)), rtol=1e-12)
+    np.testing.assert_allclose(grads["W1"], e.T @ (g_h * (1 - h * h)), rtol=1e-12)
+
+
+def test_a_slice_of_the_callers_array_is_kept_as_the_view():
+    # x_k = x[k] of the caller's (K, B, D) array is a view: keeping it costs the
+    # engine nothing (the caller holds x), so it is never copied (as shared_linear).
+    x, W = positive(4, 8, 5), positive(5, 3)
+    saved, _, _ = _saved_at_forward_end(lambda p: ops.sum(ops.matmul(ops.getitem(x, 1), p["W"])), {"W": W})
+    assert saved == 0
 
 
 def test_the_ledger_says_why_each_saved_buffer_is_kept():

@@ -69,7 +69,8 @@ def test_ledger_holds_exactly_what_chained_dot_needs_between_the_phases(adapter)
     problem = build("chained_dot", "tiny", "float64")
     D, L, item = 32, 5, 8
     forward, backward = adapter.split_vjp(problem.loss)
-    state = forward(problem.params, problem.inputs)
+    with adapter.saving():  # as the breakdown's step: the ledger counts there
+        state = forward(problem.params, problem.inputs)
     ledger = adapter.last_ledger
     assert ledger.live_bytes == (L - 1) * D * D * item + item
     # during the forward pass z_L was live too, before the sum consumed it
@@ -91,8 +92,23 @@ def test_ledger_options():
     assert ref.last_ledger is mine and mine.peak_bytes > 0 and set(mine.allocated) == {"float32"}
     quiet = frameworks.get("reference")
     quiet.__init__(track_memory=False)
-    quiet.load("cpu", "eager").value_and_grad(mlp_loss)(params, inputs)
+    with quiet.saving():
+        quiet.load("cpu", "eager").value_and_grad(mlp_loss)(params, inputs)
     assert quiet.last_ledger is None
+    # By default the measured steps run without the ledger (as torch's without its
+    # saved-tensor hooks): only the steps under saving() count; "always": every step.
+    plain = frameworks.get("reference").load("cpu", "eager")
+    plain.value_and_grad(mlp_loss)(params, inputs)
+    assert plain.last_ledger is None
+    with plain.saving():
+        plain.value_and_grad(mlp_loss)(params, inputs)
+    assert plain.last_ledger is not None and plain.last_ledger.peak_bytes > 0
+    always = frameworks.get("reference")
+    always.__init__(track_memory="always")
+    always.load("cpu", "eager").value_and_grad(mlp_loss)(params, inputs)
+    assert always.last_ledger is not None
+    with pytest.raises(ValueError, match="always"):
+        always.__init__(track_memory="sometimes")
     assert ref.settings()["reference.order"] == "heap" and ref.settings()["threads"] >= 1
 
 
