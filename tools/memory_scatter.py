@@ -16,7 +16,8 @@ one setting changed at a time against the sweep's own:
   has it on);
 - ``--steps N``: instead of the memory pass, one process measuring N steady steps after
   the warm-up, each as the pass measures one (settle, HWM reset, the step's phases):
-  the step-to-step scatter inside a process.
+  the step-to-step scatter inside a process (buffers a compiled step keeps for itself,
+  tinygrad's TinyJit, are not added to these steps as the pass adds them).
 
 No reference gradient (the pass's gradient check is outside every measured window), no
 time pass. Figures are read through harness/figures.py. The step peak of several
@@ -85,6 +86,7 @@ def child(job_path, result_path, sync_dispatch, steps):
     adapter, _, step, _ = worker._prepare(job, marks)
     rss = probes.RssProbe()
     meter = MemoryMeter(rss, marks)
+    adapter.buffer_cache_off()  # as the memory pass: MLX's and tinygrad's caches off
     probes.settle()
     rss.set_baseline()
     step.run(NullMeter())  # the cold first step (compiles, caches)
@@ -129,13 +131,15 @@ def run(args):
             steps = [figures.value(_host(sample), "step_peak") for sample in result["steady_samples"]]
             peak = statistics.median(steps) if args.steps else figures.value(_host(result), "step_peak")
             peaks.append(peak)
+            kept = [figures.value(_host(sample), "retained") for sample in result["steady_samples"]]
             print(f"run {number}: step peak {peak / MIB:.2f} MiB; steady steps "
-                  f"{', '.join(f'{s / MIB:.2f}' for s in steps)}", flush=True)
+                  f"{', '.join(f'{s / MIB:.2f}' for s in steps)}; retained {', '.join(f'{k / MIB:.2f}' for k in kept)}",
+                  flush=True)
             if args.out:
                 with open(args.out, "a", encoding="utf-8") as handle:
                     handle.write(json.dumps({"cell": job["cell"], "setting": setting, "run": number,
                                              "in_process_steps": args.steps, "step_peak": peak,
-                                             "steady_step_peaks": steps}) + "\n")
+                                             "steady_step_peaks": steps, "steady_retained": kept}) + "\n")
     if peaks:
         low, high, mid = min(peaks), max(peaks), statistics.median(peaks)
         what = f"median of {args.steps} steps in one process" if args.steps else "the memory pass's figure"
