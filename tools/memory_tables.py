@@ -5,14 +5,16 @@
         one row per ok cell: step peak, retained (anon / file), footprint, and the
         breakdown (saved activations, gradients, optimizer state, temporaries, params)
     python tools/memory_tables.py repeat a.jsonl b.jsonl c.jsonl [--names ...]
-        per cell, the step peak and retained of each sweep, their spread and whether it
-        is within 2 % or 256 KiB (whichever is larger): the repeatability criterion
+        per cell, the step peak and retained of each sweep, the step peak's median, their
+        spread (max - min) and whether it is within 2 % or 256 KiB (whichever is larger):
+        the repeatability criterion
 
 Cells are matched on (workload, framework, mode, size, dtype, device, optimizer, remat,
 order); the last record of a cell in a file wins (as on the report page).
 """
 
 import argparse
+import statistics
 import sys
 
 from harness import figures, results
@@ -56,8 +58,9 @@ def repeat(paths, names):
     runs = [cells(p) for p in paths]
     keys = [k for k in runs[0] if all(k in r for r in runs)]
     head = " / ".join(names)
-    print(f"| workload | framework | step peak MiB ({head}) | spread | ok | retained MiB ({head}) | spread | ok |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"| workload | framework | step peak MiB ({head}) | median | spread | ok | retained MiB ({head}) | spread "
+          "| ok |")
+    print("|---|---|---|---|---|---|---|---|---|")
     failed = 0
     for key in keys:
         peaks = [figures.value(r[key], "step_peak") for r in runs]
@@ -65,7 +68,8 @@ def repeat(paths, names):
         (ps, pok), (rs, rok) = within(peaks), within(kept)
         failed += (not pok) + (not rok)
         print(f"| {key[0]} | {key[1]}{' ' + key[6] if key[6] else ''} | {' / '.join(mib(v) for v in peaks)} "
-              f"| {ps / 1024:.0f} KiB | {'yes' if pok else 'NO'} | {' / '.join(mib(v) for v in kept)} "
+              f"| {mib(statistics.median(peaks))} | {ps / 1024:.0f} KiB ({ps / statistics.median(peaks):.1%}) "
+              f"| {'yes' if pok else 'NO'} | {' / '.join(mib(v) for v in kept)} "
               f"| {rs / 1024:.0f} KiB | {'yes' if rok else 'NO'} |")
     print(f"\n{len(keys)} cells in every file; {failed} figure(s) outside 2 % or 256 KiB")
     return failed

@@ -198,7 +198,9 @@ def memory_pass(job, marks):
     # above the resident bytes at its own start, and what is resident then above the
     # baseline is its retained figure. One step is enough for synchronous engines
     # (3 runs agree within 0.25 %), but JAX's async dispatch frees buffers when its
-    # runtime gets to them, so its backward peak moves by +-1.5 % from step to step.
+    # runtime gets to them, so its peak moves from step to step with how far Python runs
+    # ahead of XLA: +-1.5 % on a quiet machine, up to 10 % under load (tiny_nerf small
+    # 23.4-25.8 MiB over 12 steps, 23.6-23.8 with async dispatch off: docs/measurement.md).
     samples = []
     for index in range(job.get("memory_steps", 3)):
         settle_and_reset(rss)

@@ -84,7 +84,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--confirm-scope", default="all",
         help="with --confirm: all (every flagged memory change) | large (those whose flagged move is at least "
-             f"{confirm.ACT_RELATIVE:.0%} and {confirm.ACT_BYTES // detect.MIB} MiB)",
+             f"{confirm.ACT_RELATIVE * 100:.0f}%% and {confirm.ACT_BYTES // detect.MIB} MiB)",  # %%: argparse formats help
     )
     parser.add_argument("--pairs", type=int, default=confirm.PAIRS,
                         help=f"with --confirm: interleaved pairs per change (default {confirm.PAIRS}); a store "

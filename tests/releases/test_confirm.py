@@ -177,6 +177,17 @@ def test_a_noisy_flat_pair_overlaps_and_is_not_confirmed():
     assert verdict["p"] > 0.1 and not confirm.undecided(verdict)
 
 
+def test_a_separated_move_within_the_grain_is_not_confirmed():
+    # every B sample above every A one (p = 1/252), but by 100 KiB: under the RSS grain
+    # (13 processes of one cell spread by 232 KiB), so no test of ranks makes it a change
+    a = [30 * MIB + k * 1024 for k in range(5)]
+    b = [30 * MIB + 100 * 1024 + k * 1024 for k in range(5)]
+    verdict = confirm.judge(a, b, "step_peak", "up")
+    assert verdict["p"] == pytest.approx(1 / 252, abs=1e-5)
+    assert verdict["status"] == "not confirmed" and "within the grain" in verdict["why"]
+    assert confirm.judge(a, [x + 300 * 1024 for x in a], "step_peak", "up")["status"] == "confirmed"
+
+
 def test_an_undecided_figure_is_measured_on_to_max_pairs(tmp_path):
     """A real 1.5 MiB move under 1-2 MiB of scatter: five pairs overlap (p = 0.07), ten settle it."""
     noise_a = [0, 2, 1, 3, 0.5, 1, 0, 2, 0.5, 1.5]

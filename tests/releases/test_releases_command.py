@@ -54,6 +54,16 @@ def test_bad_input_exits_2(fake_index, capsys, monkeypatch, extra, says):
     assert built == []
 
 
+def test_help_states_the_size_rule(capsys):
+    # argparse formats help with %: a bare "5%" printed the option's internals instead
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["releases", "--help"])
+    assert exit_.value.code == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "large (those whose flagged move is at least 5% and 1 MiB)" in said
+    assert "option_strings" not in said
+
+
 def test_yanked_releases_are_skipped_and_said():
     data = {"releases": {
         "1.0": [{"yanked": False, "upload_time": "2020-01-02T00:00:00"}],

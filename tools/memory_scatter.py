@@ -1,0 +1,186 @@
+"""How much a cell's step peak moves from step to step and from process to process, and with what.
+
+A cell's memory pass, exactly as a sweep's worker runs it (the same job and the same
+environment, harness/sweep/environment.py), N times, each in a fresh interpreter, with
+one setting changed at a time against the sweep's own:
+
+    python tools/memory_scatter.py --framework jax --workload tiny_nerf --runs 5 \
+        [--env PJRT_NPROC=1] [--env MALLOC_ARENA_MAX=1] [--warmup 3] [--memory-steps 9] \
+        [--jax-sync-dispatch] [--steps 12] [--out runs.jsonl]
+
+- ``--env K=V`` adds or overrides a variable of the worker's environment (``K=`` removes it);
+- ``--warmup`` / ``--memory-steps``: the pass's warm-up steps and the steady steps whose
+  median is the record's figure (the sweep's: 1 and 3);
+- ``--jax-sync-dispatch``: JAX's CPU client without asynchronous dispatch (a config flag
+  JAX reads only from ``jax.config``, set here before the backend starts; what users run
+  has it on);
+- ``--steps N``: instead of the memory pass, one process measuring N steady steps after
+  the warm-up, each as the pass measures one (settle, HWM reset, the step's phases):
+  the step-to-step scatter inside a process (buffers a compiled step keeps for itself,
+  tinygrad's TinyJit, are not added to these steps as the pass adds them).
+
+No reference gradient (the pass's gradient check is outside every measured window), no
+time pass. Figures are read through harness/figures.py. The step peak of several
+sweeps' files side by side is ``tools/memory_tables.py repeat``.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from harness import figures, frameworks, workloads  # noqa: E402
+from harness.sweep import environment  # noqa: E402
+
+MIB = 1 << 20
+
+
+def _job(args):
+    cell = {"workload": args.workload, "size": args.size, "dtype": args.dtype, "framework": args.framework,
+            "mode": args.mode, "device": "cpu", "optimizer": None, "remat": "none", "order": None, "version": None}
+    return {"kind": "memory", "cell": cell, "seed": 0, "optimizer": None, "lr": 1e-3, "warmup": args.warmup,
+            "memory_steps": args.memory_steps, "predict": False, "reference_gradient_path": None,
+            "matmul_precision": "highest"}
+
+
+def _env(adapter, overrides):
+    env, _ = environment.worker_environment(adapter, "memory")
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if value:
+            env[key] = value
+        else:
+            env.pop(key, None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _host(record):
+    return dict(record, status=record.get("status", "ok"), device="cpu")
+
+
+# ---- in the measured process --------------------------------------------------------------
+def child(job_path, result_path, sync_dispatch, steps):
+    with open(job_path, encoding="utf-8") as handle:
+        job = json.load(handle)
+    if sync_dispatch:
+        import jax
+
+        jax.config.update("jax_cpu_enable_async_dispatch", False)  # before the backend starts
+    if not steps:
+        from harness.measure import worker
+
+        return worker.main([job_path, result_path])
+    from harness.measure import probes, worker
+    from harness.measure.marks import Marks
+    from harness.measure.memory_meter import MemoryMeter
+    from harness.measure.phases import NullMeter, settle_and_reset
+
+    marks = Marks(None)
+    adapter, _, step, _ = worker._prepare(job, marks)
+    rss = probes.RssProbe()
+    meter = MemoryMeter(rss, marks)
+    adapter.buffer_cache_off()  # as the memory pass: MLX's and tinygrad's caches off
+    probes.settle()
+    rss.set_baseline()
+    step.run(NullMeter())  # the cold first step (compiles, caches)
+    for _ in range(job["warmup"]):
+        settle_and_reset(rss)
+        step.run(NullMeter())
+    samples = []
+    for _ in range(steps):
+        settle_and_reset(rss)
+        meter.start("")
+        step.run(meter)
+        samples.append(meter.figures())
+    from harness.results import write_json_atomic
+
+    write_json_atomic(result_path, {"status": "ok", "steady_samples": samples})
+    return 0
+
+
+# ---- the driver ----------------------------------------------------------------------------
+def run(args):
+    adapter = frameworks.get(args.framework)
+    job = _job(args)
+    env = _env(adapter, args.env)
+    setting = " ".join(args.env + (["--jax-sync-dispatch"] if args.jax_sync_dispatch else [])
+                       + ([f"--warmup {args.warmup}"] if args.warmup != 1 else [])
+                       + ([f"--memory-steps {args.memory_steps}"] if args.memory_steps != 3 else [])) or "the sweep's"
+    peaks = []
+    with tempfile.TemporaryDirectory(prefix="memory-scatter-") as work:
+        job_path = os.path.join(work, "job.json")
+        with open(job_path, "w", encoding="utf-8") as handle:
+            json.dump(job, handle)
+        for number in range(1, args.runs + 1):
+            result_path = os.path.join(work, f"result-{number}.json")
+            argv = [sys.executable, os.path.abspath(__file__), "--child", job_path, result_path,
+                    "--steps", str(args.steps)] + (["--jax-sync-dispatch"] if args.jax_sync_dispatch else [])
+            subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+            with open(result_path, encoding="utf-8") as handle:
+                result = json.load(handle)
+            if result.get("status") != "ok":
+                print(f"run {number}: {result.get('status')}: {str(result.get('message'))[:300]}")
+                continue
+            steps = [figures.value(_host(sample), "step_peak") for sample in result["steady_samples"]]
+            peak = statistics.median(steps) if args.steps else figures.value(_host(result), "step_peak")
+            peaks.append(peak)
+            kept = [figures.value(_host(sample), "retained") for sample in result["steady_samples"]]
+            print(f"run {number}: step peak {peak / MIB:.2f} MiB; steady steps "
+                  f"{', '.join(f'{s / MIB:.2f}' for s in steps)}; retained {', '.join(f'{k / MIB:.2f}' for k in kept)}",
+                  flush=True)
+            if args.out:
+                with open(args.out, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps({"cell": job["cell"], "setting": setting, "run": number,
+                                             "in_process_steps": args.steps, "step_peak": peak,
+                                             "steady_step_peaks": steps, "steady_retained": kept}) + "\n")
+    if peaks:
+        low, high, mid = min(peaks), max(peaks), statistics.median(peaks)
+        what = f"median of {args.steps} steps in one process" if args.steps else "the memory pass's figure"
+        print(f"{args.framework} {args.workload} {args.mode}, setting {setting}: {len(peaks)} runs, step peak "
+              f"({what}) median {mid / MIB:.2f} MiB, {low / MIB:.2f}-{high / MIB:.2f}, spread "
+              f"{(high - low) / MIB:.2f} MiB ({(high - low) / mid:.1%})")
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:
+        steps = int(argv[argv.index("--steps") + 1])
+        return child(argv[1], argv[2], "--jax-sync-dispatch" in argv, steps)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--framework", required=True)
+    parser.add_argument("--workload", required=True, choices=workloads.NAMES)
+    parser.add_argument("--mode", default="eager", choices=("eager", "compiled"))
+    parser.add_argument("--size", default="small", choices=("tiny", "small", "paper"))
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    parser.add_argument("--runs", type=int, default=5, help="fresh processes (default 5)")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--memory-steps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=0, help="N steady steps in one process instead of the pass")
+    parser.add_argument("--jax-sync-dispatch", action="store_true")
+    parser.add_argument("--env", action="append", default=[], help="K=V added to the worker's environment (K= removes K)")
+    parser.add_argument("--out", help="JSONL file each run's figures are appended to")
+    args = parser.parse_args(argv)
+    bad = [item for item in args.env if "=" not in item]
+    if bad:
+        parser.error(f"--env takes K=V (K= removes K), not {bad[0]!r}")
+    if args.runs < 1 or args.memory_steps < 1 or args.warmup < 0 or args.steps < 0:
+        parser.error("--runs and --memory-steps must be at least 1, --warmup and --steps at least 0")
+    if args.jax_sync_dispatch and args.framework != "jax":
+        parser.error("--jax-sync-dispatch is JAX's: it needs --framework jax")
+    try:
+        frameworks.get(args.framework)
+    except Exception as err:  # noqa: BLE001 - the registry's own message names the valid ones
+        parser.error(str(err))
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
