@@ -120,7 +120,13 @@ def for_version(adapter, version, torch_index=None, requires_python=None):
                               f"{adapter.index_must_be_named}")
         if torch_index != "pypi":
             options = ["--index-url", torch_index, "--extra-index-url", "https://pypi.org/simple"]
-    requirements = [adapter.pinned_requirement(version)] + runtime_pins(exclude=(package,), also=adapter.adapter_requires)
+    pinned = adapter.pinned_requirement(version)
+    if adapter.name == "torch" and torch_index == "pypi":
+        # PyPI's build exactly: `torch==2.13.0` also admits a local build such as
+        # 2.13.0+cpu in the host's find-links, which pip then prefers to the index's
+        # CUDA wheel (another build of the release); `===` matches the string alone
+        pinned = pinned.replace("==", "===", 1)
+    requirements = [pinned] + runtime_pins(exclude=(package,), also=adapter.adapter_requires)
     dists = adapter.distributions + (package,) + tuple(adapter.adapter_requires) + ("scipy",)
     needs = requires_python if requires_python and not _admits(requires_python, sys.version.split()[0]) else None
     if needs is None:

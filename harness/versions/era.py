@@ -87,6 +87,7 @@ def differs(pinned, installed):
         if "==" not in requirement:
             continue
         dist, version = requirement.split("==", 1)
+        version = version.lstrip("=")  # `dist===X` (an exact pin) too
         if installed.get(dist) and installed[dist] != version:
             out[dist] = {"pinned": version, "installed": installed[dist]}
     return out

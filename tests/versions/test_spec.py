@@ -128,3 +128,24 @@ def test_a_release_is_installed_unasked_unless_its_adapter_says_the_index_must_b
             "--index-url", "https://example.org/cpu"]
     else:
         assert envs.for_version(adapter, "1.0") == []
+
+
+def test_a_torch_release_from_pypi_is_pinned_to_the_index_build_exactly(monkeypatch):
+    # `torch==2.13.0` admits 2.13.0+cpu, and pip takes such a local build from the host's
+    # find-links before PyPI's CUDA wheel: `--torch-index pypi` pins with `===`, which
+    # only the version string itself satisfies; another index (the CPU one, whose
+    # builds are named 2.13.0+cpu) keeps `==`
+    from harness import frameworks
+    from harness.versions import envs, era
+
+    asked = []
+    monkeypatch.setattr(envs, "cached", lambda name: None)
+    monkeypatch.setattr(envs, "build_loading", lambda adapter, name, requirements, options, dists:
+                        asked.append(requirements[0]))
+    envs.for_version(frameworks.get("torch"), "2.13.0", torch_index="pypi")
+    envs.for_version(frameworks.get("torch"), "2.13.0", torch_index="https://download.pytorch.org/whl/cpu")
+    assert asked == ["torch===2.13.0", "torch==2.13.0"]
+    # the exact pin is read back as its version: the release installed is not a difference
+    assert era.differs(["torch===2.13.0"], {"torch": "2.13.0"}) == {}
+    assert era.differs(["torch===2.13.0"], {"torch": "2.13.0+cpu"}) == {
+        "torch": {"pinned": "2.13.0", "installed": "2.13.0+cpu"}}
