@@ -121,7 +121,7 @@ def for_version(adapter, version, torch_index=None, requires_python=None):
         if torch_index != "pypi":
             options = ["--index-url", torch_index, "--extra-index-url", "https://pypi.org/simple"]
     pinned = adapter.pinned_requirement(version)
-    if adapter.name == "torch" and torch_index == "pypi":
+    if adapter.index_must_be_named and torch_index == "pypi":
         # PyPI's build exactly: `torch==2.13.0` also admits a local build such as
         # 2.13.0+cpu in the host's find-links, which pip then prefers to the index's
         # CUDA wheel (another build of the release); `===` matches the string alone
