@@ -41,12 +41,12 @@ from harness import interrupts
 from harness.sweep import environment
 from harness.sweep.worker_process import run_worker
 from harness.versions import bisection, commits, envs, findings, index, spec
+from harness.units import MIB
 
 PHASE_METRICS = ("forward", "backward", "step", "total")
 #: the cold first step's figures ("the first epoch needs 6 GB"): its peak and footprint (total)
 FIRST_METRICS = ("first_step", "first_footprint")
 METRICS = PHASE_METRICS + ("footprint", "retained") + FIRST_METRICS + ("time",)
-MIB = 1024 * 1024
 
 
 def add_arguments(parser):

@@ -16,8 +16,8 @@ import argparse
 import sys
 
 from harness import figures, results
+from harness.units import MIB
 
-MIB = 2**20
 CELL = ("workload", "framework", "mode", "size", "dtype", "device", "optimizer", "remat", "order")
 
 

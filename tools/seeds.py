@@ -27,8 +27,8 @@ import tempfile
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PROJECT)
 from harness import figures  # noqa: E402  (the checkout's harness)
+from harness.units import MIB
 
-MIB = 1024 * 1024
 PYTHON = sys.executable
 AUTOGRAD_GOOD, AUTOGRAD_BAD = "3d018e8", "723e677"  # 5 May 2017 .. 11 July 2017
 

@@ -39,14 +39,14 @@ from harness import interrupts
 from harness.sweep import plan as cells, resume
 from harness.sweep.cell_runner import Options
 from harness.console import say
-from harness.sweep.command import parse_bytes
+from harness.units import MIB, parse_bytes
 from harness.scale import batches as batch_specs
 from harness.scale import series as scale_series
 from harness.scale.fit import BudgetError, FitError, largest_batch, near_line
 from harness.scale.passes import MemoryPasses
 from harness.scale.table import format_fits, format_predictions
 
-DEFAULT_CAP = 512 * 2**20
+DEFAULT_CAP = 512 * MIB
 CHECK_FACTOR = 1.25  # --verify measures the prediction and this multiple of it
 REFINE_ROUNDS = 2  # predictions from the points measured near the budget, after the fit's
 
@@ -72,13 +72,6 @@ def add_arguments(parser):
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
-def _bytes_option(option, text):
-    try:
-        return parse_bytes(text)
-    except choices.ChoiceError:
-        raise choices.ChoiceError(f"{option} {text!r}: expected bytes, e.g. 1GiB, 512M, 8G (positive)") from None
-
-
 def plan(args):
     """(series cells without a batch, the batches or AUTO, budget, cap); ChoiceError
     for any bad input, before anything runs."""
@@ -87,12 +80,12 @@ def plan(args):
     if args.warmup < 0:
         raise choices.ChoiceError("--warmup must be >= 0")
     spec = batch_specs.parse_batches(args.batch)
-    budget = _bytes_option("--budget", args.budget) if args.budget is not None else None
+    budget = parse_bytes(args.budget, "--budget") if args.budget is not None else None
     if args.verify and budget is None:
         raise choices.ChoiceError("--verify checks a prediction: give --budget too (e.g. --budget 8GiB)")
     if args.cap is not None and spec != batch_specs.AUTO:
         raise choices.ChoiceError("--cap bounds --batch auto; with a list of batches leave it out")
-    cap = _bytes_option("--cap", args.cap) if args.cap is not None else (budget or DEFAULT_CAP)
+    cap = parse_bytes(args.cap, "--cap") if args.cap is not None else (budget or DEFAULT_CAP)
     todo = cells.expand(
         workloads.parse(args.workload),  # built-in names, .py files, module:attr
         choices.parse_choices("framework", args.framework, frameworks.NAMES),

@@ -57,6 +57,7 @@ import time
 
 from harness import choices, results, workloads
 from harness.console import say
+from harness.units import parse_bytes
 from harness import interrupts
 from harness.sweep import budget, plan as cells, resume, schedule, summary_table as table, zygote
 from harness.sweep.cell_runner import CellRunner, Options
@@ -65,7 +66,6 @@ from harness.measure.timing import Policy
 from harness.versions import plan as versions
 
 EXECUTORS = ("local", "ray")
-UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
 def add_arguments(parser):
@@ -168,22 +168,6 @@ def add_arguments(parser):
         "--out's own records and the built-in table of recorded CUDA cells)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress line and no table")
-
-
-def parse_bytes(text):
-    """'1500000', '512M', '2G', '1.5GiB' -> bytes (binary units)."""
-    if text is None:
-        return None
-    raw = str(text).strip().lower().removesuffix("ib").removesuffix("b")
-    unit = raw[-1] if raw and raw[-1] in UNITS else ""
-    number = raw[: len(raw) - len(unit)]
-    try:
-        value = int(float(number) * UNITS[unit])
-    except ValueError:
-        raise choices.ChoiceError(f"--memory-limit {text!r}: expected bytes, e.g. 1500000000, 512M, 2G") from None
-    if value <= 0:
-        raise choices.ChoiceError(f"--memory-limit {text!r}: must be positive")
-    return value
 
 
 def plan(args):

@@ -42,8 +42,8 @@ from harness import figures
 from harness import origin as provenance
 from harness.measure import prediction
 from harness.sweep import plan as cells
+from harness.units import MIB
 
-MIB = 1024 * 1024
 COLUMNS = (
     ("workload", "<"),
     ("framework", "<"),

@@ -13,8 +13,7 @@ from harness.measure import prediction
 from harness.sweep import summary_table as table
 from one_pass import memory_pass
 from harness.report import predicted as predicted_section
-
-MIB = 1 << 20
+from harness.units import MIB
 
 
 @pytest.mark.parametrize("framework, mode", [("jax", "compiled"), ("torch", "eager")])

@@ -2,8 +2,7 @@
 change, noise within it is not, whatever the percentage (harness/releases/detect.py)."""
 
 from harness.releases import detect
-
-MIB = 1024 * 1024
+from harness.units import MIB
 
 
 def records(series, figure_key="peak_bytes", workload="chained_dot", mode="eager", time=False):

@@ -12,10 +12,10 @@ import pytest
 from harness import figures
 from harness.report import build
 from harness.sweep import summary_table
+from harness.units import MIB
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RUN = ROOT / "results" / "gpu" / "2026-11-26-h200"
-MIB = 1 << 20
 
 
 def records(*names):

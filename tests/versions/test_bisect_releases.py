@@ -9,8 +9,8 @@ import pytest
 from harness import bisect as bisect_command
 from harness import cli
 from harness.versions import index
+from harness.units import MIB
 
-MIB = 1024 * 1024
 RELEASES = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.6.0rc1", "1.6.0", "1.7.0"]
 
 
