@@ -32,7 +32,7 @@ import numpy as np
 
 from harness import frameworks, gradcheck, workloads
 from harness.choices import DEVICES, DTYPES, MODES, SIZES, ChoiceError, check_choice, parse_choices
-from harness import interrupts
+from harness import cli_options, interrupts
 from harness.measure.gradients import relative_error
 
 TOLERANCE = {"float64": 1e-6, "float32": 1e-3}
@@ -40,15 +40,10 @@ REFERENCE = "reference"
 
 
 def add_arguments(parser):
-    parser.add_argument("--size", default="tiny", help=f"one of {', '.join(SIZES)} (default tiny)")
-    parser.add_argument("--workload", default="all", help="comma-separated workloads (default all)")
-    parser.add_argument("--framework", default="all", help="comma-separated frameworks (default all)")
-    parser.add_argument("--dtype", default="float64,float32", help="comma-separated dtypes (default both)")
-    parser.add_argument("--mode", default="eager,compiled", help="comma-separated modes (default both)")
-    parser.add_argument("--device", default="cpu", help=f"one of {', '.join(DEVICES)} (default cpu)")
+    cli_options.add_axes(parser, workload="all", framework="all", size="tiny", dtype="float64,float32",
+                     device="cpu", mode="eager,compiled", single=("size", "device"))
     parser.add_argument("--seed", type=int, default=0, help="seed of every workload's init (default 0)")
-    parser.add_argument("--timeout", type=float, default=900.0,
-                        help="seconds one cell may take, compilation included (default 900)")
+    cli_options.add_timeout(parser, 900.0, "seconds one cell may take, compilation included")
     parser.add_argument("--keep", metavar="DIR", help="keep the workers' files (gradients as .npz) in DIR")
     parser.add_argument("--jobs", type=int, default=1,
                         help="frameworks checked at once, each in its own worker (default 1; with more, the "

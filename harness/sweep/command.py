@@ -55,7 +55,7 @@ import sys
 import tempfile
 import time
 
-from harness import choices, results, workloads
+from harness import choices, cli_options, results, workloads
 from harness.console import say
 from harness.units import parse_bytes
 from harness import interrupts
@@ -69,22 +69,17 @@ EXECUTORS = ("local", "ray")
 
 
 def add_arguments(parser):
-    parser.add_argument("--workload", "--workloads", dest="workload", default="all", help="W[,W...] or all (default all)")
-    parser.add_argument(
-        "--framework", "--frameworks", dest="framework", default="all",
-        help="F[,F...] or all (default all); F==VERSION pins an exact release, measured in an environment "
-        "of its own built on first use (e.g. jax==0.9.2,jax: docs/versions.md)",
+    cli_options.add_axes(
+        parser, workload="all", framework="all", size="small", dtype="float32", device="cpu", mode="eager",
+        notes={"framework": "F==VERSION pins an exact release, measured in an environment of its own built on "
+               "first use (e.g. jax==0.9.2,jax: docs/versions.md)"},
     )
     parser.add_argument(
         "--torch-index", default=None,
         help="where a pinned torch version may be installed from: an index URL (the PyTorch CPU index) or "
         "'pypi' (a CUDA build of several GB); without it a pinned torch is unavailable, never downloaded",
     )
-    parser.add_argument("--size", "--sizes", dest="size", default="small", help="tiny|small|paper (default small)")
-    parser.add_argument("--dtype", "--dtypes", dest="dtype", default="float32", help="float32|float64 (default float32)")
-    parser.add_argument("--device", "--devices", dest="device", default="cpu", help="cpu|cuda[,...] (default cpu)")
-    parser.add_argument("--mode", "--modes", dest="mode", default="eager", help="eager|compiled[,...] (default eager)")
-    parser.add_argument("--optimizer", default=None, help="sgd|adam: add one optimizer update (phase 'step')")
+    cli_options.add_optimizer(parser)
     parser.add_argument(
         "--remat",
         default="none",
@@ -138,7 +133,7 @@ def add_arguments(parser):
         help="with --schedule parallel: memory passes at once (default: one per CPU, at most one per 4 GiB available)",
     )
     parser.add_argument("--warmup", type=int, default=1, help="warm-up steps after the cold first step (default 1)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker before it is killed (default 600)")
+    cli_options.add_timeout(parser, 600.0)
     parser.add_argument("--memory-limit", default=None, help="address-space limit per worker, bytes (suffix K/M/G allowed)")
     parser.add_argument(
         "--schedule-log", default=None,
