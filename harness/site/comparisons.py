@@ -14,7 +14,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.report import build as report_build
+from harness.report.page import write_page
 from harness.report.provenance import measured_span
 from harness.report.records import load
 from harness.site import layout
@@ -79,7 +79,7 @@ def write_pages(record_sets, out_dir):
             for record in record_set.records:
                 handle.write(json.dumps(record, sort_keys=True) + "\n")
         title = f"gradmem comparison: {record_set.device.upper()} {record_set.size}"
-        pages[record_set.name] = report_build.build([data], folder, title=title)
+        pages[record_set.name] = write_page([data], folder, title=title)
         layout.with_home_link(pages[record_set.name], depth=2)
     return pages
 

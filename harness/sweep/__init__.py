@@ -19,7 +19,7 @@ a worker is harness/measure/ (arrows point one way: sweep -> measure, never back
 - ``timeline``: the worker's RSS sampled from the parent; ``summary_table``: the table
   printed at the end of a sweep.
 
-Used by other commands too: `harness check` (gradcheck.py), `scale`, `bisect` start
+Used by other commands too: `harness check` (check/framework_runner.py), `scale`, `bisect` start
 their workers through ``executor``/``worker_process`` and ``environment``. Shared with
 them at the package's top: harness/interrupts.py (SIGTERM, SIGHUP, Ctrl-C) and
 harness/origin.py (git commit, machine, versions: a record's provenance).

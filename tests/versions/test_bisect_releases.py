@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness import bisect as bisect_command
+from harness.versions import command as bisect_command
 from harness import cli
 from harness.versions import index
 from harness.units import MIB

@@ -2,8 +2,8 @@
 
 For every (workload, framework, mode, dtype) asked for, the framework computes the
 loss and the gradient of the workload (at ``--size``, from the same seeded init) in a
-worker process of its own (harness/gradcheck.py: started, timed out and stopped as
-`harness run`'s workers are), and each parameter's gradient is compared with the
+worker process of its own (harness/check/framework_runner.py: started, timed out and stopped
+as `harness run`'s workers are), and each parameter's gradient is compared with the
 reference engine's float64 gradient at the same point:
 
     relative error = ||g - g_ref|| / ||g_ref||    (the loss too, as "(loss)")
@@ -30,9 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness import frameworks, gradcheck, workloads
+from harness import frameworks, workloads
 from harness.choices import DEVICES, DTYPES, MODES, SIZES, ChoiceError, check_choice, parse_choices
 from harness import cli_options, interrupts
+from harness.check import framework_runner
 from harness.measure.gradients import relative_error
 
 TOLERANCE = {"float64": 1e-6, "float32": 1e-3}
@@ -162,7 +163,7 @@ def run_check(names, fw_names, size, dtypes, modes, device, seed, timeout_s, out
         # the truth is computed on the CPU: float64 NumPy, the same on every machine
         fw_device = "cpu" if fw == REFERENCE else device
         print(f"  {fw}: {len(cells[fw])} gradients ...", file=sys.stderr, flush=True)
-        return fw, gradcheck.run_framework(fw, cells[fw], out_dir, fw_device, timeout_s)
+        return fw, framework_runner.run_framework(fw, cells[fw], out_dir, fw_device, timeout_s)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         results = dict(pool.map(gradients, list(cells)))
@@ -170,7 +171,7 @@ def run_check(names, fw_names, size, dtypes, modes, device, seed, timeout_s, out
              for c in cells.get(REFERENCE, []) if c["id"].startswith("truth-")}
     if REFERENCE not in cells:
         reason = next((r for f, _, r in skipped if f == REFERENCE), "")
-        truth = {(n, d): gradcheck.CellResult("-", "unavailable", f"reference: {reason}") for n in names for d in dtypes}
+        truth = {(n, d): framework_runner.CellResult("-", "unavailable", f"reference: {reason}") for n in names for d in dtypes}
 
     rows = []
     for fw, fw_cells in cells.items():

@@ -3,7 +3,7 @@
 Workloads and framework versions come from this process without importing any
 framework (package metadata only). Devices need the framework imported (is there a
 GPU it can use?), so each framework is probed in a child process of its own,
-``python -m harness.listing --probe NAME``, a few at a time; ``--no-probe`` skips
+``python -m harness.inventory.command --probe NAME``, a few at a time; ``--no-probe`` skips
 that and prints what metadata alone says.
 """
 
@@ -79,7 +79,7 @@ def run_probe(name):
 
     try:
         env, _ = worker_environment(frameworks.get(name), "gradient")
-        done = subprocess.run([sys.executable, "-m", "harness.listing", "--probe", name], env=env,
+        done = subprocess.run([sys.executable, "-m", "harness.inventory.command", "--probe", name], env=env,
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return {"error": f"no answer within {PROBE_TIMEOUT_S} s"}
@@ -138,4 +138,4 @@ def _mib(n):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--probe":
         sys.exit(probe(sys.argv[2]))
-    sys.exit(f"usage: python -m harness.listing --probe FRAMEWORK (the listing is `python -m harness list`)")
+    sys.exit(f"usage: python -m harness.inventory.command --probe FRAMEWORK (the listing is `python -m harness list`)")
