@@ -32,7 +32,7 @@ from harness import choices, cli_options, frameworks, results, workloads
 from harness.frameworks.base import Unavailable
 from harness import interrupts
 from harness.sweep import command as run_sweep
-from harness.sweep import plan as cells
+from harness.sweep import cells
 from harness.sweep import resume
 from harness.releases import confirm, detect, listing, page, side_by_side, store
 from harness.results import write_text_atomic

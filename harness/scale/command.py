@@ -36,7 +36,7 @@ import time
 
 from harness import choices, cli_options, frameworks, results, workloads
 from harness import interrupts
-from harness.sweep import plan as cells, resume
+from harness.sweep import cells, resume
 from harness.sweep.cell_runner import Options
 from harness.console import say
 from harness.units import MIB, parse_bytes

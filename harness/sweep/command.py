@@ -59,11 +59,11 @@ from harness import choices, cli_options, results, workloads
 from harness.console import say
 from harness.units import parse_bytes
 from harness import interrupts
-from harness.sweep import budget, plan as cells, resume, schedule, summary_table as table, zygote
+from harness.sweep import budget, cells, resume, schedule, summary_table as table, zygote
 from harness.sweep.cell_runner import CellRunner, Options
 from harness.sweep.executor import LocalExecutor
 from harness.measure.timing import Policy
-from harness.versions import plan as versions
+from harness.versions import pins
 
 EXECUTORS = ("local", "ray")
 
@@ -208,7 +208,7 @@ def plan(args):
         raise choices.ChoiceError("--costs estimates cells for --budget: it needs --budget SECONDS")
     todo = cells.expand(
         names,
-        versions.plan_frameworks(args.framework),
+        pins.plan_frameworks(args.framework),
         choices.parse_choices("size", args.size, choices.SIZES),
         choices.parse_choices("dtype", args.dtype, choices.DTYPES),
         choices.parse_choices("device", args.device, choices.DEVICES),

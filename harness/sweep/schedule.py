@@ -28,7 +28,7 @@ import json
 import os
 from collections import deque
 
-from harness.sweep import plan as cells
+from harness.sweep import cells
 from harness.sweep.cell_runner import CellState, reference_key
 
 SCHEDULES = ("parallel", "serial")

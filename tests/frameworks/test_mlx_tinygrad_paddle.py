@@ -10,7 +10,7 @@ import pytest
 
 from harness import frameworks, workloads
 from harness.frameworks.base import Unavailable
-from harness.sweep import plan as cells
+from harness.sweep import cells
 from own_process import OWN_PROCESS, in_this_process
 
 
