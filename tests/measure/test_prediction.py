@@ -1,4 +1,4 @@
-"""The framework's own prediction of a step's memory, beside the measurement (issue 28).
+"""The framework's own prediction of a step's memory, beside the measurement.
 
 A prediction is taken in the memory pass after every measured step: present for JAX
 compiled (XLA's memory_analysis) and torch eager (MemTracker under FakeTensorMode),

@@ -95,7 +95,7 @@ def test_bad_options_exit_2(fake_index, capsys, extra, says):
 
 
 def test_first_step_metrics_read_the_cold_steps_figures():
-    # the cold first step's peak and footprint, not the steady state's (issue 25)
+    # the cold first step's peak and footprint, not the steady state's
     result = {
         "peak_bytes": {"total": 10}, "footprint_bytes": {"total": 30},
         "first_step_peak_bytes": {"total": 700}, "first_step_footprint_bytes": {"total": 900},
