@@ -5,6 +5,8 @@ Pure arithmetic on numbers, no records: harness/scale/series.py feeds it.
 """
 
 import math
+
+from harness.units import MIB
 from dataclasses import dataclass
 
 
@@ -89,4 +91,4 @@ def near_line(points, budget):
 
 
 def _mib(value):
-    return f"{value / 2**20:.2f} MiB"
+    return f"{value / MIB:.2f} MiB"

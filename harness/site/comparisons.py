@@ -18,6 +18,7 @@ from harness.report.page import write_page
 from harness.report.provenance import measured_span
 from harness.report.records import load
 from harness.site import layout
+from harness.units import GIB
 
 #: where each device's committed records are, relative to the repository's root
 SOURCES = {"cpu": ("results/cpu/*.jsonl",), "cuda": ("results/gpu/*/*.jsonl",)}
@@ -95,7 +96,7 @@ def summary(record_set):
         if machine:
             memory = machine.get("mem_total_bytes")
             machines[f"{machine.get('cpu_model', '?')}, {machine.get('cpus', '?')} CPUs"
-                     + (f", {memory / 2**30:.0f} GiB" if isinstance(memory, (int, float)) else "")] += 1
+                     + (f", {memory / GIB:.0f} GiB" if isinstance(memory, (int, float)) else "")] += 1
         gpu = (provenance.get("settings") or {}).get("gpu")
         if gpu:
             gpus[gpu] += 1
