@@ -5,9 +5,9 @@ Pure arithmetic on numbers, no records: harness/scale/series.py feeds it.
 """
 
 import math
+from dataclasses import dataclass
 
 from harness.units import MIB
-from dataclasses import dataclass
 
 
 class FitError(ValueError):
