@@ -30,9 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness import frameworks, workloads
+from harness import cli_options, frameworks, interrupts, workloads
 from harness.choices import DEVICES, DTYPES, MODES, SIZES, ChoiceError, check_choice, parse_choices
-from harness import cli_options, interrupts
 from harness.check import framework_runner
 from harness.measure.gradients import relative_error
 
@@ -42,7 +41,7 @@ REFERENCE = "reference"
 
 def add_arguments(parser):
     cli_options.add_axes(parser, workload="all", framework="all", size="tiny", dtype="float64,float32",
-                     device="cpu", mode="eager,compiled", single=("size", "device"))
+                         device="cpu", mode="eager,compiled", single=("size", "device"))
     parser.add_argument("--seed", type=int, default=0, help="seed of every workload's init (default 0)")
     cli_options.add_timeout(parser, 900.0, "seconds one cell may take, compilation included")
     parser.add_argument("--keep", metavar="DIR", help="keep the workers' files (gradients as .npz) in DIR")

@@ -53,7 +53,7 @@ REFINE_ROUNDS = 2  # predictions from the points measured near the budget, after
 
 def add_arguments(parser):
     cli_options.add_axes(parser, workload="all", framework="all", size="small", dtype="float32", device="cpu",
-                     mode="eager", notes={"size": "every dimension but the batch"})
+                         mode="eager", notes={"size": "every dimension but the batch"})
     cli_options.add_optimizer(parser)
     parser.add_argument("--batch", default="1,2,4,8", help="B,B[,...] (2 or more, each >= 1) or auto (default 1,2,4,8)")
     parser.add_argument("--cap", default=None, help="--batch auto: footprint cap, bytes (suffix K/M/G; default the budget, else 512M)")
