@@ -7,8 +7,9 @@ Defaults: every workload and framework, size small, float32 (what GPUs and the a
 grid use), cpu, eager, no optimizer, at least 5 timed steps after 1 warm-up step (more
 until the median is known within 5 %, at most 5 s of them), a 600 s timeout per
 worker, no memory limit, every framework on $GRADMEM_THREADS (default 2) threads.
-Lists are comma-separated; "all" means every valid name. Plural spellings (--workloads, --frameworks, --devices, --modes) are the
-same options (benchmarks/common.py uses them).
+Lists are comma-separated; "all" means every valid name. Plural spellings (--workloads,
+--frameworks, --sizes, --dtypes, --devices, --modes) are the same options, in every
+command (harness/cli_options.py; benchmarks/common.py uses them).
 
 Each finished cell's record is appended to --out at once, atomically (an existing
 file is kept and appended to; the report lets the newest record of a cell win). A
