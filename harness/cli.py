@@ -1,7 +1,9 @@
-"""`python -m harness list|check|run|scale|report|bisect|releases|diff|site`: one module per command.
+"""`python -m harness COMMAND`: gradmem's commands, each its package's command.py.
 
-Each command module defines `add_arguments(parser)` and `main(args) -> exit code`,
-and is imported only when its command runs, so `list` never pays for `report`.
+Each command module (`<package>/command.py`, COMMANDS below) defines
+`add_arguments(parser)` and `main(args) -> exit code`, and is imported only when its
+command runs, so `list` never pays for `report`. The options several commands share
+are declared once in harness/cli_options.py.
 """
 
 import argparse
