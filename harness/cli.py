@@ -1,7 +1,9 @@
-"""`python -m harness list|check|run|scale|report|bisect|releases|diff|site`: one module per command.
+"""`python -m harness COMMAND`: gradmem's commands, each its package's command.py.
 
-Each command module defines `add_arguments(parser)` and `main(args) -> exit code`,
-and is imported only when its command runs, so `list` never pays for `report`.
+Each command module (`<package>/command.py`, COMMANDS below) defines
+`add_arguments(parser)` and `main(args) -> exit code`, and is imported only when its
+command runs, so `list` never pays for `report`. The options several commands share
+are declared once in harness/cli_options.py.
 """
 
 import argparse
@@ -11,16 +13,16 @@ import sys
 from harness.choices import ChoiceError
 
 COMMANDS = {
-    "list": ("harness.listing", "workloads with sizes, frameworks with versions, devices"),
-    "check": ("harness.check", "every framework's gradient against the reference engine"),
+    "list": ("harness.inventory.command", "workloads with sizes, frameworks with versions, devices"),
+    "check": ("harness.check.command", "every framework's gradient against the reference engine"),
     "run": ("harness.sweep.command", "measure peak memory and time, one cell per process"),
     "scale": ("harness.scale.command", "how memory grows with the batch, and the largest batch that fits"),
-    "report": ("harness.report.build", "write the comparison page from result files"),
-    "bisect": ("harness.bisect", "the first release or commit of a framework that moved a figure"),
+    "report": ("harness.report.command", "write the comparison page from result files"),
+    "bisect": ("harness.versions.command", "the first release or commit of a framework that moved a figure"),
     "releases": ("harness.releases.command", "every release of a framework measured, and the changes between them"),
     "diff": ("harness.diff.command", "why two records differ: figures, categories, saved bytes by op, environment"),
     "site": ("harness.site.command", "write the observatory: one static site of everything the repository holds"),
-    "new-workload": ("harness.new_workload", "write a commented workload file to edit into your model"),
+    "new-workload": ("harness.workloads.command", "write a commented workload file to edit into your model"),
 }
 
 

@@ -25,7 +25,8 @@ A new figure is one `Figure` line here (and, if it is shown, its column).
 
 from dataclasses import dataclass
 
-MIB = 1 << 20
+from harness.units import MIB
+
 PHASES = ("forward", "backward", "step", "total")
 
 #: a figure's kind: which source it follows

@@ -35,9 +35,9 @@ import tempfile
 import pytest
 
 from harness import figures as registry
+from harness import units
 
 MARKER = "step_memory"
-UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 CELL_OPTIONS = ("size", "dtype", "device", "mode", "optimizer", "remat")
 
 
@@ -83,7 +83,7 @@ def parse_limit(text, bound):
     if not absolute:
         raise pytest.UsageError(f"step_memory limit {text!r}: expected bytes ('64 MiB', '512M', 1048576) "
                                 "or a multiple of the bound ('1.2x bound')")
-    return int(float(absolute.group(1)) * UNITS[absolute.group(2)])
+    return int(float(absolute.group(1)) * units.SUFFIXES[absolute.group(2)])
 
 
 def measure(workload, framework="reference", size="tiny", dtype="float32", device="cpu", mode="eager",
@@ -155,4 +155,4 @@ def report(record, figures, source, crossed):
 
 
 def _mib(value):
-    return "n/a" if value is None else f"{value / 2**20:.3f} MiB"
+    return "n/a" if value is None else f"{value / units.MIB:.3f} MiB"

@@ -336,7 +336,7 @@ def append_record(path, record):
         _replace_whole(path, old + line.encode("utf-8"))
 
 
-def _replace_whole(path, payload):
+def _replace_whole(path, payload, mode=None):
     """`path` becomes `payload` (bytes) whole or not at all: a temporary file in the same
     directory, flushed and fsync'ed, renamed over `path` (atomic on one file system),
     then the directory fsync'ed; a process killed at any point leaves the old file or
@@ -348,6 +348,8 @@ def _replace_whole(path, payload):
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -362,6 +364,13 @@ def _fsync_directory(directory):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_text_atomic(path, text):
+    """Write a page (HTML, text) to `path` with the same temp + os.replace protocol,
+    readable by everyone (the temporary file is private until then)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    _replace_whole(path, text.encode("utf-8"), mode=0o644)
 
 
 def write_json_atomic(path, payload):

@@ -24,7 +24,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from harness import check, frameworks, gradcheck, workloads
+from harness import frameworks, workloads
+from harness.check import command as check
+from harness.check import framework_runner
 from harness.choices import ChoiceError
 from harness.frameworks.base import Adapter
 
@@ -228,12 +230,12 @@ def faulty_workloads(tmp_path, faults):
 
 def test_a_crashing_or_hanging_cell_is_reported_per_cell_and_the_rest_runs(tmp_path):
     # Each cell is a worker of its own, started, timed out and killed as `harness run`'s
-    # passes are (harness/gradcheck.py): a crash, a hang or an exception is that cell's
+    # passes are (harness/check/framework_runner.py): a crash, a hang or an exception is that cell's
     # status; the cells after it still run.
     refs = faulty_workloads(tmp_path, ["", "crash", "raise", "hang", ""])
     cells = [dict(check._cell("autograd", ref, "tiny", "float64", "eager", 0), id=f"cell{i}")
              for i, ref in enumerate(refs)]
-    results = gradcheck.run_framework("autograd", cells, str(tmp_path), timeout_s=5)
+    results = framework_runner.run_framework("autograd", cells, str(tmp_path), timeout_s=5)
     assert [results[f"cell{i}"].status for i in range(5)] == ["ok", "crashed", "error", "timeout", "ok"]
     crashed = results["cell1"].message
     assert "139" in crashed and "segfault stand-in" in crashed
@@ -247,7 +249,7 @@ def test_an_unavailable_mode_in_the_worker_is_reported_not_failed(tmp_path):
     # torch.compile without a C++ compiler, CUDA without a GPU: the adapter raises
     # Unavailable in load(); the row says so and does not fail the check.
     cells = [check._cell("autograd", "chained_dot", "tiny", "float64", "eager", 0)]
-    (result,) = gradcheck.run_framework("autograd", cells, str(tmp_path), device="cuda").values()
+    (result,) = framework_runner.run_framework("autograd", cells, str(tmp_path), device="cuda").values()
     assert result.status == "unavailable" and "CUDA" in result.message
     row = check._compare_row(cells[0], "autograd", result, None)
     assert not row.failed

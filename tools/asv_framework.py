@@ -29,7 +29,7 @@ import sys
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PROJECT)
 
-from harness import choices, frameworks, workloads  # noqa: E402
+from harness import choices, cli_options, frameworks, workloads  # noqa: E402
 from harness.versions import envs  # noqa: E402
 
 
@@ -39,11 +39,9 @@ def parse_args(argv):
     parser.add_argument("--repo", required=True, help="a git checkout of the framework")
     parser.add_argument("--dir", required=True, help="where asv.conf.json, env/, results/, html/ and wheels/ go")
     parser.add_argument("--branch", default=None, help="the branch asv publishes (default: the checkout's current one)")
-    parser.add_argument("--workloads", default="all", help="comma list or all (default all)")
-    parser.add_argument("--size", default="small", help="tiny|small|paper (default small)")
-    parser.add_argument("--modes", default="eager", help="eager,compiled (default eager)")
-    parser.add_argument("--devices", default="cpu", help="cpu,cuda (default cpu)")
-    parser.add_argument("--optimizer", default="none", help="sgd|adam|none (default none)")
+    cli_options.add_axes(parser, workload="all", size="small", device="cpu", mode="eager", single=("size",))
+    parser.add_argument("--optimizer", default="none", metavar="OPT",
+                        help=f"one of {', '.join(choices.OPTIMIZERS)}, none (default none)")
     parser.add_argument(
         "--requirements-of", default=None, metavar="REV",
         help="pin the requirements the adapter names for commit REV's era (2017 autograd: NumPy 1.23.5, "
@@ -63,10 +61,10 @@ def check(args):
     name = choices.check_choice("framework", args.framework, frameworks.NAMES)
     if frameworks.get(name).package is None:
         raise choices.ChoiceError(f"{name} is gradmem's own engine: its history is gradmem's (asv.conf.json)")
-    choices.parse_choices("workload", args.workloads, workloads.NAMES)
+    choices.parse_choices("workload", args.workload, workloads.NAMES)
     choices.check_choice("size", args.size, choices.SIZES)
-    choices.parse_choices("mode", args.modes, choices.MODES)
-    choices.parse_choices("device", args.devices, choices.DEVICES)
+    choices.parse_choices("mode", args.mode, choices.MODES)
+    choices.parse_choices("device", args.device, choices.DEVICES)
     choices.check_choice("optimizer", args.optimizer, choices.OPTIMIZERS + ("none",))
     done = subprocess.run(["git", "-C", args.repo, "rev-parse", "--git-dir"], capture_output=True, text=True)
     if done.returncode != 0:
@@ -88,7 +86,7 @@ def gradmem_wheel(directory):
 
 def config(args, branch, wheel):
     work = os.path.abspath(args.dir)
-    workload_list = ",".join(choices.parse_choices("workload", args.workloads, workloads.NAMES))
+    workload_list = ",".join(choices.parse_choices("workload", args.workload, workloads.NAMES))
     adapter = frameworks.get(args.framework)  # gradmem's and the adapter's requirements, as installed here
     requirements = envs.runtime_pins(also=adapter.adapter_requires)
     era = None
@@ -112,8 +110,8 @@ def config(args, branch, wheel):
                 "GRADMEM_ASV_FRAMEWORKS": [args.framework],
                 "GRADMEM_ASV_WORKLOADS": [workload_list],
                 "GRADMEM_ASV_SIZE": [args.size],
-                "GRADMEM_ASV_MODES": [args.modes],
-                "GRADMEM_ASV_DEVICES": [args.devices],
+                "GRADMEM_ASV_MODES": [args.mode],
+                "GRADMEM_ASV_DEVICES": [args.device],
                 "GRADMEM_ASV_OPTIMIZER": [args.optimizer],
             },
         },

@@ -206,11 +206,11 @@ def publish(config="asv.conf.json", comparison=None, assets=DEFAULT_ASSETS):
         raise SiteError(f"asv publish failed ({done.returncode})")
     localize(html_dir, assets)
     if comparison:
-        from harness.report.build import build
+        from harness.report.page import write_page
         from harness.report.records import RecordError
 
         try:
-            build(comparison, os.path.join(html_dir, COMPARISON), history_url="../index.html")
+            write_page(comparison, os.path.join(html_dir, COMPARISON), history_url="../index.html")
         except RecordError as err:
             raise SiteError(f"comparison page: {err}") from None
         link_comparison(html_dir)

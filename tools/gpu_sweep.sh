@@ -9,7 +9,7 @@
 #    default python3, 3.11 or newer). Nothing is installed into, upgraded in or removed
 #    from the host's environment: its frameworks are what runs, and each record carries
 #    their exact versions (and torch's CUDA/cuDNN build, JAX's device kind);
-# 2. runs the CUDA sweep: every built-in workload (7) x every framework, eager and
+# 2. runs the CUDA sweep: every built-in workload x every framework, eager and
 #    compiled, sizes small then paper -> OUT_DIR/cuda.jsonl (a framework the host lacks,
 #    TensorFlow on most GPU images, is an `unavailable` record with the reason; a cell
 #    that fails is a record with its status, and the sweep goes on). Memory passes run

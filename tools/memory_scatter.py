@@ -37,8 +37,8 @@ sys.path.insert(0, ROOT)
 
 from harness import figures, frameworks, workloads  # noqa: E402
 from harness.sweep import environment  # noqa: E402
+from harness.units import MIB  # noqa: E402
 
-MIB = 1 << 20
 
 
 def _job(args):

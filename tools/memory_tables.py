@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Markdown tables of the memory figures of result files (for docs and issue notes).
+"""Markdown tables of the memory figures of result files (for docs).
 
     python tools/memory_tables.py table out/cpu-small.jsonl
         one row per ok cell: step peak, retained (anon / file), footprint, and the
@@ -18,8 +18,8 @@ import statistics
 import sys
 
 from harness import figures, results
+from harness.units import MIB
 
-MIB = 2**20
 CELL = ("workload", "framework", "mode", "size", "dtype", "device", "optimizer", "remat", "order")
 
 

@@ -12,8 +12,7 @@ import sys
 
 from harness.measure import prediction
 from harness.report.records import load
-
-MIB = 1 << 20
+from harness.units import MIB
 
 
 def _mib(value):

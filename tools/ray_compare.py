@@ -28,9 +28,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from harness import figures  # noqa: E402  (the checkout's harness, as the script runs it)
+from harness.units import MIB as MiB  # noqa: E402
+
 CELLS = ["--workload", "unet,tiny_nerf,shared_linear", "--framework", "reference,torch,autograd", "--size", "small"]
 NODE = {"num_cpus": 1, "resources": {"gradmem_node": 1}, "object_store_memory": 100 * 1024**2}
-MiB = 1024**2
 
 
 def sweep(out, name, cells, *extra):

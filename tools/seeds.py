@@ -26,9 +26,9 @@ import tempfile
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PROJECT)
-from harness import figures  # noqa: E402  (the checkout's harness)
+from harness import cli_options, figures  # noqa: E402  (the checkout's harness)
+from harness.units import MIB  # noqa: E402
 
-MIB = 1024 * 1024
 PYTHON = sys.executable
 AUTOGRAD_GOOD, AUTOGRAD_BAD = "3d018e8", "723e677"  # 5 May 2017 .. 11 July 2017
 
@@ -295,7 +295,7 @@ def parse_args(argv):
     parser.add_argument("section", help=f"one of {', '.join(SECTIONS)}")
     parser.add_argument("--repo", default=None, help="autograd219: a git checkout (or mirror) of HIPS/autograd")
     parser.add_argument("--workloads", default="rnn_fanout,chained_dot", help="autograd219: workloads (default both)")
-    parser.add_argument("--size", default="small", help="tiny|small|paper (default small)")
+    cli_options.add_axes(parser, size="small", single=("size",))
     parser.add_argument("--frameworks", default="torch,tensorflow,pytensor,paddle",
                         help="pr4746: the rows beside the reference engine")
     parser.add_argument("--out", default=None, help="pr4746: keep the records in this JSONL file")

@@ -6,7 +6,7 @@ import os
 from harness.diff.compare import moved
 from harness.diff.text import aggregation_sentence, saved_side_sentence
 from harness.measure.breakdown import RSS_METHOD
-from harness.report.build import write_atomically
+from harness.results import write_text_atomic
 from harness.report.fmt import esc, human_bytes, human_seconds
 from harness.report.page import CSS
 
@@ -127,4 +127,4 @@ def _saved(s):
 
 def write(path, diff, a=None, b=None):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    write_atomically(path, render(diff))
+    write_text_atomic(path, render(diff))

@@ -16,6 +16,7 @@ import argparse
 import statistics
 import time
 
+from harness import cli_options
 from harness.engine import ORDERS, Ledger, ops, value_and_grad
 from harness.engine.testing import tracemalloc_peak
 from harness.workloads import build
@@ -81,7 +82,7 @@ def _cfg(workload, size):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m harness.engine", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--size", default="small", help="workload size (tiny, small, paper)")
+    cli_options.add_axes(parser, size="small", single=("size",))
     args = parser.parse_args(argv)
     mib = lambda n: f"{n / 2**20:9.3f} MiB ({int(n):,} B)"
 

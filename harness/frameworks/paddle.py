@@ -27,9 +27,9 @@ ceil(sqrt(n)) segments of a ``chain`` goes through
 - ``"native"``: ``use_reentrant=True``, recompute's default (a PyLayer that runs the
   segment without grad and again in the backward). It tracks only top-level tensor
   arguments, so a segment's dicts are passed flattened (remat.flat_checkpoint).
-- ``"native:hooks"``: ``use_reentrant=False``, the saved-tensor-hooks variant. The
-  notes measured it *raising* the peak 1.7-1.9x where the reentrant one lowers it: it
-  is offered so the checkpointing matrix shows it.
+- ``"native:hooks"``: ``use_reentrant=False``, the saved-tensor-hooks variant. On
+  models other than chained_dot it was seen *raising* the peak 1.7-1.9x where the
+  reentrant one lowers it (docs/frameworks.md): it is offered so the checkpointing matrix shows it.
 
 Eager only: under ``to_static`` the SOT translator fails on recompute inside the chain's
 segment closures (``COMPILED_REMAT``), so a compiled cell with a remat is unavailable.

@@ -21,9 +21,9 @@ A thin adapter: the op set is ``harness.engine.ops`` itself, and gradients come 
 CUDA: the engine computes on CuPy arrays when given them (``from_numpy(tree,
 "cuda")`` is ``cupy.asarray``). Its device probe counts CuPy's memory pool through a
 ``cupy.cuda.MemoryHook`` (CuPy has no peak counter: docs/design.md, Evidence).
-Everything CUDA-specific is at the end of this module; not run on a GPU as of
-2026-11-25 (the development machine has no GPU and no CuPy), and cuda is unavailable,
-with the reason, where either is missing.
+Everything CUDA-specific is at the end of this module; it has run on an H200
+(results/gpu/2026-11-26-h200), and cuda is unavailable, with the reason, where there
+is no GPU or no CuPy.
 """
 
 import contextlib

@@ -2,10 +2,10 @@
 comparison uses.
 
 - ``relative_error(got, ref)``: ||got - ref|| / ||ref|| in float64, the one definition
-  behind `harness check`'s "rel. error" column (harness/check.py) and a measured
+  behind `harness check`'s "rel. error" column (harness/check/command.py) and a measured
   record's ``grad_rel_err`` (worker.py's memory pass).
 - ``gradients_pass``: the worker's ``gradients`` job (``python -m harness.measure.worker``,
-  started by harness/gradcheck.py through the sweep's worker machinery): one
+  started by harness/check/framework_runner.py through the sweep's worker machinery): one
   framework's cells in one process, each cell's loss and gradient computed twice (the
   first call, compilation included, then the steady call whose arrays are kept),
   saved as .npz (keys ``loss`` and ``grad/<param>``), then its result written
@@ -34,7 +34,7 @@ def relative_error(got, ref):
 def gradients_pass(job, marks):
     """The cells of `job["cells"]`, one after another in this process (one framework
     loaded once per mode): before each, the mark ``cell <id>`` (the parent's per-cell
-    timeout counts from it, harness/gradcheck.py); after each, its arrays at the cell's
+    timeout counts from it, harness/check/framework_runner.py); after each, its arrays at the cell's
     ``out_path`` and its result (status, timings) written atomically at ``result_path``.
     An exception fails that cell alone (its status and message), never the others."""
     from harness import frameworks

@@ -28,14 +28,14 @@ import subprocess
 import sys
 import time
 
-from harness import choices, frameworks, results, workloads
+from harness import choices, cli_options, frameworks, results, workloads
 from harness.frameworks.base import Unavailable
 from harness import interrupts
 from harness.sweep import command as run_sweep
-from harness.sweep import plan as cells
+from harness.sweep import cells
 from harness.sweep import resume
 from harness.releases import confirm, detect, listing, page, side_by_side, store
-from harness.report.build import write_atomically
+from harness.results import write_text_atomic
 from harness.versions import envs, index, spec
 
 DEFAULT_OUT = "releases"
@@ -45,23 +45,21 @@ CONFIRM_SCOPES = ("all", "large")
 
 
 def add_arguments(parser):
-    parser.add_argument("--framework", required=True, help="the framework whose releases are swept (a name alone)")
+    cli_options.add_axes(
+        parser, framework=cli_options.REQUIRED, workload="all", mode=None, size="small", dtype="float32",
+        single=("framework", "size", "dtype"),
+        notes={"framework": "the framework whose releases are swept (a name alone)",
+               "mode": "default: every mode the framework's adapter implements"},
+    )
     parser.add_argument("--from", dest="first", default=None, help="the oldest release to sweep (default: the first)")
     parser.add_argument("--to", dest="last", default=None, help="the newest release to sweep (default: the newest)")
-    parser.add_argument("--workload", "--workloads", dest="workload", default="all", help="W[,W...] or all (default all)")
-    parser.add_argument(
-        "--mode", "--modes", dest="mode", default=None,
-        help="eager|compiled[,...] (default: every mode the framework's adapter implements)",
-    )
-    parser.add_argument("--size", default="small", help="tiny|small|paper (default small)")
-    parser.add_argument("--dtype", default="float32", help="float32|float64 (default float32)")
     parser.add_argument("--repeats", type=int, default=3, help="rounds per release: its run-to-run band (default 3)")
     parser.add_argument("--time-repeat", type=int, default=3, help="timed steps per cell, at least (default 3)")
     parser.add_argument(
         "--time-budget", type=float, default=1.0,
         help="seconds of timed steps per cell beyond which no more are added (default 1; time is advisory here)",
     )
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker (default 600)")
+    cli_options.add_timeout(parser, 600.0)
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"directory of the records and page (default {DEFAULT_OUT})")
     parser.add_argument("--resume", action="store_true", help="measure only the cells without a record in --out")
     parser.add_argument("--retry", default=None, metavar="STATUS[,STATUS]",
@@ -295,7 +293,7 @@ def _publish(adapter, args):
     report = _report(out, name, records, args.size)
     results.write_json_atomic(store.changes_path(out, name), report)
     path = os.path.join(out, f"{name}.html")
-    write_atomically(path, page.render(name, records, report, store.read_envs(out, name), store.read_meta(out, name)))
+    write_text_atomic(path, page.render(name, records, report, store.read_envs(out, name), store.read_meta(out, name)))
     print(detect.summary(report), flush=True)
     print(confirm.summary(report), flush=True)
     print(f"records {store.merged_path(out, name)}; changes {store.changes_path(out, name)}; page {path}", flush=True)

@@ -23,8 +23,8 @@ from typing import NamedTuple
 from harness import figures, frameworks
 from harness.releases import store
 from harness.versions import index
+from harness.units import MIB
 
-MIB = 1024 * 1024
 GRAIN_BYTES = 256 * 1024
 
 #: figure name (harness/figures.py reads each) -> unit; the order the page lists them in.

@@ -42,7 +42,7 @@ def published(dist):
 def _from_json(data):
     out = []
     for version, files in (data.get("releases") or {}).items():
-        if not files or index._is_pre(version):
+        if not files or index.is_prerelease(version):
             continue
         yanked = all(f.get("yanked") for f in files)
         reason = next((f.get("yanked_reason") for f in files if f.get("yanked_reason")), "") or "yanked"

@@ -17,7 +17,7 @@ import tempfile
 
 from harness import interrupts, results
 from harness.releases import confirm, detect, store
-from harness.sweep import plan as cells
+from harness.sweep import cells
 from harness.sweep.cell_runner import Options
 from harness.versions import envs, index
 

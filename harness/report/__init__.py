@@ -1,5 +1,6 @@
 """The comparison page: static HTML (inline SVG and CSS, no scripts) from result files.
 
-`build` is the `python -m harness report` command; the other modules each render
-one part of the page from result records (see /tmp/result_schema.md, harness/results.py).
+`command` is `python -m harness report`; `page` writes the page; every other module
+renders one part of it from result records (their fields: harness/results.py; their
+figures, read only through harness/figures.py).
 """

@@ -5,9 +5,12 @@ file system for one), so the page opens from disk, offline, and its browser cons
 stays empty.
 """
 
+import os
+
 from harness.report import charts, gradients, grid, orders, predicted, provenance, remat, saved, scaling, statuses, timelines
 from harness.report import records as rec
 from harness.report.fmt import esc
+from harness.results import write_text_atomic
 
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; max-width: 1400px; }
@@ -61,6 +64,17 @@ def _view_section(index, key, view):
         f"<h3>Gradient agreement</h3>{gradients.render(view)}"
         f"<h3>Saved activations by op</h3>{saved.render(view)}</section>"
     )
+
+
+def write_page(files, out_dir, title="gradmem comparison", history_url=None):
+    """Write out_dir/index.html from the result files; return its path (RecordError
+    when they hold no record)."""
+    records = rec.load(files)
+    if not records:
+        raise rec.RecordError(f"no result records in {', '.join(files)}")
+    path = os.path.join(out_dir, "index.html")
+    write_text_atomic(path, render(records, files, title, history_url))
+    return path
 
 
 def render(records, files, title="gradmem comparison", history_url=None):

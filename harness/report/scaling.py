@@ -14,8 +14,9 @@ from harness.report import svg
 from harness.report.fmt import esc, human_bytes, human_ratio
 from harness.scale import series as scale_series
 from harness.scale.fit import FitError, largest_batch
+from harness.units import GIB
 
-DEFAULT_BUDGETS = (2**30, 8 * 2**30)
+DEFAULT_BUDGETS = (GIB, 8 * GIB)
 W, H, LEFT, BOTTOM, TOP, RIGHT = 460, 260, 70, 34, 26, 110
 
 

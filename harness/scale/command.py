@@ -34,49 +34,38 @@ import shutil
 import tempfile
 import time
 
-from harness import choices, frameworks, results, workloads
+from harness import choices, cli_options, frameworks, results, workloads
 from harness import interrupts
-from harness.sweep import plan as cells, resume
+from harness.sweep import cells, resume
 from harness.sweep.cell_runner import Options
 from harness.console import say
-from harness.sweep.command import parse_bytes
+from harness.units import MIB, parse_bytes
 from harness.scale import batches as batch_specs
 from harness.scale import series as scale_series
 from harness.scale.fit import BudgetError, FitError, largest_batch, near_line
 from harness.scale.passes import MemoryPasses
 from harness.scale.table import format_fits, format_predictions
 
-DEFAULT_CAP = 512 * 2**20
+DEFAULT_CAP = 512 * MIB
 CHECK_FACTOR = 1.25  # --verify measures the prediction and this multiple of it
 REFINE_ROUNDS = 2  # predictions from the points measured near the budget, after the fit's
 
 
 def add_arguments(parser):
-    parser.add_argument("--workload", "--workloads", dest="workload", default="all", help="W[,W...] or all (default all)")
-    parser.add_argument("--framework", "--frameworks", dest="framework", default="all", help="F[,F...] or all (default all)")
-    parser.add_argument("--size", default="small", help="tiny|small|paper: every other dimension (default small)")
-    parser.add_argument("--dtype", default="float32", help="float32|float64[,...] (default float32)")
-    parser.add_argument("--device", default="cpu", help="cpu|cuda[,...] (default cpu)")
-    parser.add_argument("--mode", default="eager", help="eager|compiled[,...] (default eager)")
-    parser.add_argument("--optimizer", default=None, help="sgd|adam: add one optimizer update (phase 'step')")
+    cli_options.add_axes(parser, workload="all", framework="all", size="small", dtype="float32", device="cpu",
+                         mode="eager", notes={"size": "every dimension but the batch"})
+    cli_options.add_optimizer(parser)
     parser.add_argument("--batch", default="1,2,4,8", help="B,B[,...] (2 or more, each >= 1) or auto (default 1,2,4,8)")
     parser.add_argument("--cap", default=None, help="--batch auto: footprint cap, bytes (suffix K/M/G; default the budget, else 512M)")
     parser.add_argument("--budget", default=None, help="predict the largest batch whose footprint fits in these bytes, e.g. 8GiB")
     parser.add_argument("--verify", action="store_true", help="with --budget: measure the footprint at the prediction and at 1.25x")
     parser.add_argument("--warmup", type=int, default=1, help="warm-up steps after the cold first step (default 1)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker before it is killed (default 600)")
+    cli_options.add_timeout(parser, 600.0)
     parser.add_argument("--memory-limit", default=None, help="address-space limit per worker, bytes (suffix K/M/G allowed)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every workload's inputs (default 0)")
     parser.add_argument("--out", required=True, help="JSONL file the records are appended to")
     parser.add_argument("--resume", action="store_true", help="skip the (cell, batch) records already in --out")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
-
-
-def _bytes_option(option, text):
-    try:
-        return parse_bytes(text)
-    except choices.ChoiceError:
-        raise choices.ChoiceError(f"{option} {text!r}: expected bytes, e.g. 1GiB, 512M, 8G (positive)") from None
 
 
 def plan(args):
@@ -87,12 +76,12 @@ def plan(args):
     if args.warmup < 0:
         raise choices.ChoiceError("--warmup must be >= 0")
     spec = batch_specs.parse_batches(args.batch)
-    budget = _bytes_option("--budget", args.budget) if args.budget is not None else None
+    budget = parse_bytes(args.budget, "--budget") if args.budget is not None else None
     if args.verify and budget is None:
         raise choices.ChoiceError("--verify checks a prediction: give --budget too (e.g. --budget 8GiB)")
     if args.cap is not None and spec != batch_specs.AUTO:
         raise choices.ChoiceError("--cap bounds --batch auto; with a list of batches leave it out")
-    cap = _bytes_option("--cap", args.cap) if args.cap is not None else (budget or DEFAULT_CAP)
+    cap = parse_bytes(args.cap, "--cap") if args.cap is not None else (budget or DEFAULT_CAP)
     todo = cells.expand(
         workloads.parse(args.workload),  # built-in names, .py files, module:attr
         choices.parse_choices("framework", args.framework, frameworks.NAMES),

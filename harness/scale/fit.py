@@ -7,6 +7,8 @@ Pure arithmetic on numbers, no records: harness/scale/series.py feeds it.
 import math
 from dataclasses import dataclass
 
+from harness.units import MIB
+
 
 class FitError(ValueError):
     """A line that cannot be fitted or used; the message says why."""
@@ -89,4 +91,4 @@ def near_line(points, budget):
 
 
 def _mib(value):
-    return f"{value / 2**20:.2f} MiB"
+    return f"{value / MIB:.2f} MiB"

@@ -76,7 +76,7 @@ class Series:
 
     @property
     def label(self):
-        from harness.sweep.plan import label
+        from harness.sweep.cells import label
 
         return label(self.cell)
 

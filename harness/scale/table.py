@@ -1,8 +1,8 @@
 """The tables `harness scale` prints: the fitted lines, and the predictions."""
 
 from harness.scale.series import PHASES, footprint_of, verdict
+from harness.units import KIB, MIB
 
-KIB, MIB = 1024, 1024 * 1024
 FIT_COLUMNS = ("cell", "line", "batches", "per sample KiB", "fixed MiB", "R²", "max resid KiB", "/bound")
 
 

@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 
-from harness.report.build import write_atomically
+from harness.results import write_text_atomic
 from harness.report.records import RecordError
 from harness.site import comparisons, docs, front, history, releases
 
@@ -57,7 +57,7 @@ def build_site(out_dir, root=ROOT, with_history=True, asv_assets=None):
     else:
         found = (None, "Not built (--history skip): python -m harness site --out DIR builds it into DIR/history.")
     path = os.path.join(out_dir, "index.html")
-    write_atomically(path, front.render(record_sets, missing, listed, found))
+    write_text_atomic(path, front.render(record_sets, missing, listed, found))
     return path
 
 

@@ -14,11 +14,12 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from harness.report import build as report_build
+from harness.report.page import write_page
 from harness.report.provenance import measured_span
 from harness.report.records import load
 from harness.site import layout
 from harness.sweep import resume
+from harness.units import GIB
 
 #: where each device's committed records are, relative to the repository's root
 SOURCES = {"cpu": ("results/cpu/*.jsonl",), "cuda": ("results/gpu/*/*.jsonl",)}
@@ -80,7 +81,7 @@ def write_pages(record_sets, out_dir):
             for record in record_set.records:
                 handle.write(json.dumps(record, sort_keys=True) + "\n")
         title = f"gradmem comparison: {record_set.device.upper()} {record_set.size}"
-        pages[record_set.name] = report_build.build([data], folder, title=title)
+        pages[record_set.name] = write_page([data], folder, title=title)
         layout.with_home_link(pages[record_set.name], depth=2)
     return pages
 
@@ -98,7 +99,7 @@ def summary(record_set):
         if machine:
             memory = machine.get("mem_total_bytes")
             machines[f"{machine.get('cpu_model', '?')}, {machine.get('cpus', '?')} CPUs"
-                     + (f", {memory / 2**30:.0f} GiB" if isinstance(memory, (int, float)) else "")] += 1
+                     + (f", {memory / GIB:.0f} GiB" if isinstance(memory, (int, float)) else "")] += 1
         gpu = (provenance.get("settings") or {}).get("gpu")
         if gpu:
             gpus[gpu] += 1

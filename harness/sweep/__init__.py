@@ -4,7 +4,7 @@ The parent's side of every measurement; it never imports a framework. What runs 
 a worker is harness/measure/ (arrows point one way: sweep -> measure, never back).
 
 - ``command``: ``python -m harness run`` (the matrix, progress, `--resume`, the table);
-- ``plan``: the matrix of cells, their labels, and why a cell cannot run here;
+- ``cells``: the matrix of cells, their labels, and why a cell cannot run here;
 - ``cell_runner``: one cell = reference gradient + memory pass + time pass -> one
   record; ``SETTINGS``/``Options``: the sweep settings every record carries;
 - ``schedule``: when each pass runs (serial, the default; or parallel memory passes
@@ -19,8 +19,8 @@ a worker is harness/measure/ (arrows point one way: sweep -> measure, never back
 - ``timeline``: the worker's RSS sampled from the parent; ``summary_table``: the table
   printed at the end of a sweep.
 
-Used by other commands too: `harness check` (gradcheck.py), `scale`, `bisect` start
-their workers through ``executor``/``worker_process`` and ``environment``. Shared with
+Used by other commands too: `harness check` (check/framework_runner.py), `scale`,
+`bisect` start their workers through ``executor``/``worker_process`` and ``environment``. Shared with
 them at the package's top: harness/interrupts.py (SIGTERM, SIGHUP, Ctrl-C) and
 harness/origin.py (git commit, machine, versions: a record's provenance).
 """

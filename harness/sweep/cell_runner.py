@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from harness import results
 from harness.frameworks import threads
-from harness import origin as provenance
-from harness.sweep import plan as cells, environment, timeline
+from harness import origin
+from harness.sweep import cells, environment, timeline
 from harness.sweep.cuda_sharing import CudaMemorySharing
 from harness.sweep.executor import Task
 from harness.measure.timing import Policy
@@ -196,7 +196,7 @@ class CellRunner:
             ref_path, ref_note = self.reference.get(reference_key(cell), (None, "no reference gradient computed"))
         state.prov["reference_gradient"] = ref_note
         # when the cell's first pass is handed out (the plan is made for every cell at once)
-        state.prov["started_at"] = provenance.now_iso()
+        state.prov["started_at"] = origin.now_iso()
         env, recorded = self._environment(state.adapter, "memory")
         env, state.prov["env"] = state.env_of(env) if state.env_of else env, recorded
         job = dict(
@@ -219,7 +219,7 @@ class CellRunner:
     def memory_done(self, state, outcome):
         """None when the time pass may follow, else the cell's (failed) record."""
         state.memory = outcome
-        state.prov["finished_at"] = provenance.now_iso()
+        state.prov["finished_at"] = origin.now_iso()
         if state.cell["device"] == "cuda" and state.memory_task is not None:
             state.prov["cuda_concurrency"] = self.cuda_sharing.learned(state.memory_task, outcome)
         state.prov["worker_wall_s"] = {"memory": round(outcome.wall_s, 3)}
@@ -244,7 +244,7 @@ class CellRunner:
 
     def time_done(self, state, outcome):
         """The cell's record."""
-        state.prov["finished_at"] = provenance.now_iso()
+        state.prov["finished_at"] = origin.now_iso()
         state.prov["worker_wall_s"]["time"] = round(outcome.wall_s, 3)
         waited = _gate_wait_s(outcome)
         if waited is not None:  # part of the wall above; what the pass itself needs is the rest
@@ -298,14 +298,14 @@ class CellRunner:
     def _provenance(self, cell, adapter):
         settings = self.options.settings()
         prov = {
-            "versions": provenance.versions(adapter) if adapter else {},
-            "git_commit": provenance.git_commit(),
-            "machine": provenance.machine(),
-            "python": provenance.python(),
+            "versions": origin.versions(adapter) if adapter else {},
+            "git_commit": origin.git_commit(),
+            "machine": origin.machine(),
+            "python": origin.python(),
             "env": {},
             "threads": settings.pop("threads"),
             "seed": settings.pop("seed"),
-            "started_at": provenance.now_iso(),
+            "started_at": origin.now_iso(),
         }
         prov.update(settings)  # warmup_steps, time_repeats (at least), ... memory_limit_bytes
         prov.update(

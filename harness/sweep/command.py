@@ -7,8 +7,9 @@ Defaults: every workload and framework, size small, float32 (what GPUs and the a
 grid use), cpu, eager, no optimizer, at least 5 timed steps after 1 warm-up step (more
 until the median is known within 5 %, at most 5 s of them), a 600 s timeout per
 worker, no memory limit, every framework on $GRADMEM_THREADS (default 2) threads.
-Lists are comma-separated; "all" means every valid name. Plural spellings (--workloads, --frameworks, --devices, --modes) are the
-same options (benchmarks/common.py uses them).
+Lists are comma-separated; "all" means every valid name. Plural spellings (--workloads,
+--frameworks, --sizes, --dtypes, --devices, --modes) are the same options, in every
+command (harness/cli_options.py; benchmarks/common.py uses them).
 
 Each finished cell's record is appended to --out at once, atomically (an existing
 file is kept and appended to; the report lets the newest record of a cell win). A
@@ -55,36 +56,31 @@ import sys
 import tempfile
 import time
 
-from harness import choices, results, workloads
+from harness import choices, cli_options, results, workloads
 from harness.console import say
+from harness.units import parse_bytes
 from harness import interrupts
-from harness.sweep import budget, plan as cells, resume, schedule, summary_table as table, zygote
+from harness.sweep import budget, cells, resume, schedule, summary_table as table, zygote
 from harness.sweep.cell_runner import CellRunner, Options
 from harness.sweep.executor import LocalExecutor
 from harness.measure.timing import Policy
-from harness.versions import plan as versions
+from harness.versions import pins
 
 EXECUTORS = ("local", "ray")
-UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
 def add_arguments(parser):
-    parser.add_argument("--workload", "--workloads", dest="workload", default="all", help="W[,W...] or all (default all)")
-    parser.add_argument(
-        "--framework", "--frameworks", dest="framework", default="all",
-        help="F[,F...] or all (default all); F==VERSION pins an exact release, measured in an environment "
-        "of its own built on first use (e.g. jax==0.9.2,jax: docs/versions.md)",
+    cli_options.add_axes(
+        parser, workload="all", framework="all", size="small", dtype="float32", device="cpu", mode="eager",
+        notes={"framework": "F==VERSION pins an exact release, measured in an environment of its own built on "
+               "first use (e.g. jax==0.9.2,jax: docs/versions.md)"},
     )
     parser.add_argument(
         "--torch-index", default=None,
         help="where a pinned torch version may be installed from: an index URL (the PyTorch CPU index) or "
         "'pypi' (a CUDA build of several GB); without it a pinned torch is unavailable, never downloaded",
     )
-    parser.add_argument("--size", "--sizes", dest="size", default="small", help="tiny|small|paper (default small)")
-    parser.add_argument("--dtype", "--dtypes", dest="dtype", default="float32", help="float32|float64 (default float32)")
-    parser.add_argument("--device", "--devices", dest="device", default="cpu", help="cpu|cuda[,...] (default cpu)")
-    parser.add_argument("--mode", "--modes", dest="mode", default="eager", help="eager|compiled[,...] (default eager)")
-    parser.add_argument("--optimizer", default=None, help="sgd|adam: add one optimizer update (phase 'step')")
+    cli_options.add_optimizer(parser)
     parser.add_argument(
         "--remat",
         default="none",
@@ -138,7 +134,7 @@ def add_arguments(parser):
         help="with --schedule parallel: memory passes at once (default: one per CPU, at most one per 4 GiB available)",
     )
     parser.add_argument("--warmup", type=int, default=1, help="warm-up steps after the cold first step (default 1)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker before it is killed (default 600)")
+    cli_options.add_timeout(parser, 600.0)
     parser.add_argument("--memory-limit", default=None, help="address-space limit per worker, bytes (suffix K/M/G allowed)")
     parser.add_argument(
         "--schedule-log", default=None,
@@ -168,22 +164,6 @@ def add_arguments(parser):
         "--out's own records and the built-in table of recorded CUDA cells)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress line and no table")
-
-
-def parse_bytes(text):
-    """'1500000', '512M', '2G', '1.5GiB' -> bytes (binary units)."""
-    if text is None:
-        return None
-    raw = str(text).strip().lower().removesuffix("ib").removesuffix("b")
-    unit = raw[-1] if raw and raw[-1] in UNITS else ""
-    number = raw[: len(raw) - len(unit)]
-    try:
-        value = int(float(number) * UNITS[unit])
-    except ValueError:
-        raise choices.ChoiceError(f"--memory-limit {text!r}: expected bytes, e.g. 1500000000, 512M, 2G") from None
-    if value <= 0:
-        raise choices.ChoiceError(f"--memory-limit {text!r}: must be positive")
-    return value
 
 
 def plan(args):
@@ -229,7 +209,7 @@ def plan(args):
         raise choices.ChoiceError("--costs estimates cells for --budget: it needs --budget SECONDS")
     todo = cells.expand(
         names,
-        versions.plan_frameworks(args.framework),
+        pins.plan_frameworks(args.framework),
         choices.parse_choices("size", args.size, choices.SIZES),
         choices.parse_choices("dtype", args.dtype, choices.DTYPES),
         choices.parse_choices("device", args.device, choices.DEVICES),

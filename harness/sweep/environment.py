@@ -19,7 +19,7 @@ Set before the interpreter starts, because the libraries read them only then:
 - the time pass runs with glibc's default allocator behaviour, what users run: the
   memory settings cost 8-50 % in page faults (docs/design.md, Evidence). Those variables
   are removed from the time pass's environment even when the caller exported them;
-- the gradient pass (`harness check`, harness/gradcheck.py) as the time pass, plus the
+- the gradient pass (`harness check`, harness/check/framework_runner.py) as the time pass, plus the
   compile caches it keeps outside the repository (``gradient_settings()``): JAX's
   persistent compilation cache (JAX eager compiles every primitive once per shape, ~280
   XLA compilations for the tiny U-Net: 24 s cold, 4.5 s warm; `harness check

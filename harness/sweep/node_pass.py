@@ -25,7 +25,7 @@ import shutil
 import socket
 import tempfile
 
-from harness import origin as provenance
+from harness import origin
 from harness.frameworks.base import Unavailable
 from harness.sweep import environment
 from harness.sweep.worker_process import Outcome, run_worker
@@ -65,9 +65,9 @@ def where():
         "ray_node_id": ray.get_runtime_context().get_node_id(),
         "ip": ray.util.get_node_ip_address(),
         "pid": os.getpid(),  # the Ray worker process (tests kill it to lose a pass)
-        "git_commit": provenance.git_commit(),
-        "python": provenance.python(),
-        "machine": provenance.machine(),
+        "git_commit": origin.git_commit(),
+        "python": origin.python(),
+        "machine": origin.machine(),
     }
 
 

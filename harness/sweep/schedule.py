@@ -28,10 +28,10 @@ import json
 import os
 from collections import deque
 
-from harness.sweep import pass_rules
-from harness.sweep import plan as cells
+from harness.sweep import cells, pass_rules
 from harness.sweep.budget import PASS_OVERHEAD_S
 from harness.sweep.cell_runner import CellState, reference_key
+from harness.units import GIB
 
 SCHEDULES = ("parallel", "serial")
 
@@ -155,7 +155,7 @@ def _parallel(states, runner, executor, emit, budget=None):
             ended(payload, runner.time_done(payload, outcome))
 
 
-def default_jobs(per_job=4 * 1024**3, cuda=False, threads=2):
+def default_jobs(per_job=4 * GIB, cuda=False, threads=2):
     """Memory passes at once: one per CPU, and no more than one per 4 GiB of available
     memory (the largest `small` worker here, TensorFlow's, peaks at about 0.75 GiB
     resident; `paper` cells are larger). A sweep with CUDA cells: no more than one per

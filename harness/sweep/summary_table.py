@@ -39,11 +39,11 @@ table. "mem x ref" compares figures of one source only.
 """
 
 from harness import figures
-from harness import origin as provenance
+from harness import origin
 from harness.measure import prediction
-from harness.sweep import plan as cells
+from harness.sweep import cells
+from harness.units import MIB
 
-MIB = 1024 * 1024
 COLUMNS = (
     ("workload", "<"),
     ("framework", "<"),
@@ -110,7 +110,7 @@ def reference_for(record, records):
             and other.get("mode") == mode
             and (other.get("remat") or "none") == "none"
             and other.get("order") in (None, "heap")
-            and provenance.same_host(other, record)  # one machine's figures
+            and origin.same_host(other, record)  # one machine's figures
         )
 
     for mode in (record.get("mode"), "eager"):

@@ -88,7 +88,7 @@ class WorkerProcess:
 
     def restart_clock(self):
         """The timeout counts from now: a worker that runs several items, each with the
-        whole timeout (harness/gradcheck.py: one framework's cells, one after another)."""
+        whole timeout (harness/check/framework_runner.py: one framework's cells, one after another)."""
         if self.timeout_s is not None:
             self.deadline = time.monotonic() + self.timeout_s
 

@@ -1,5 +1,9 @@
 """Framework versions as an axis of the matrix, and bisection inside a framework.
 
+- command.py: ``python -m harness bisect``, the first release or commit that moved a
+  figure (its findings: findings.py);
+- pins.py: a sweep's ``--framework`` with versions, every pinned version checked before
+  anything runs;
 - spec.py: ``--framework jax==0.9.2,torch`` parsed (an exact PEP 440 version, or the
   installed one);
 - index.py: the released versions on the package index (``pip index versions``), the

@@ -53,11 +53,11 @@ def released_versions(dist, pre=False):
     else:
         listed = _ask_pip(dist, pre)
     if not pre:
-        listed = [v for v in listed if not _is_pre(v)]
+        listed = [v for v in listed if not is_prerelease(v)]
     return tuple(sorted(set(listed), key=sort_key))
 
 
-def _is_pre(text):
+def is_prerelease(text):
     try:
         return parse(text).is_prerelease
     except Exception:  # noqa: BLE001
@@ -97,7 +97,7 @@ def nearest(version, versions, count=4):
 def check_exists(dist, version, what=None):
     """ChoiceError naming the nearest released versions when `version` of `dist` is not on
     the index; IndexError_ when the index cannot be asked."""
-    versions = released_versions(dist, pre=_is_pre(version))
+    versions = released_versions(dist, pre=is_prerelease(version))
     if any(_same(v, version) for v in versions):
         return
     near = nearest(version, versions)
@@ -118,6 +118,6 @@ def _same(a, b):
 
 def between(dist, good, bad):
     """The released versions strictly between `good` and `bad` (either order), oldest first."""
-    pre = _is_pre(good) or _is_pre(bad)
+    pre = is_prerelease(good) or is_prerelease(bad)
     lo, hi = sorted((parse(good), parse(bad)))
     return [v for v in released_versions(dist, pre=pre) if lo < parse(v) < hi]

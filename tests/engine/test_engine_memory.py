@@ -417,7 +417,7 @@ def test_a_step_makes_no_reference_cycles_and_leaves_the_collector_as_it_was():
 
 
 def test_tiny_nerf_keeps_what_its_vjps_need_and_peaks_one_activation_above_it():
-    # Issue 16: at paper size the reference engine peaked above torch on tiny_nerf (a
+    # At paper size the reference engine once peaked above torch on tiny_nerf (a
     # relu VJP made a fresh cotangent and a mask beside the incoming one). At `small`
     # (N = 2048 samples, W = 128 wide, E = 39 encoded features; f = 4 bytes) the same
     # structure runs in about a second.

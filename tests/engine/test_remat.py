@@ -1,4 +1,4 @@
-"""Rematerialisation in the engine (issue #6): every plan gives the plain gradients,
+"""Rematerialisation in the engine: every plan gives the plain gradients,
 and each keeps what its math says it keeps.
 
 Peaks are the ledger's (every buffer the engine holds, exactly), for chained_dot's

@@ -61,7 +61,7 @@ def loss(ops, params, inputs, cfg):
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 def test_a_signal_mid_cell_of_a_check_kills_its_workers_and_cleans_up(tmp_path, signum):
-    # `harness check` starts its workers as `harness run` does (harness/gradcheck.py):
+    # `harness check` starts its workers as `harness run` does (harness/check/framework_runner.py):
     # sessions of their own, registered with interrupts.py, so a signal to the check
     # kills them and it exits 128 + the signal, its temporary directory removed.
     workload = tmp_path / "hanging.py"

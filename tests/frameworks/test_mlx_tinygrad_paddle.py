@@ -10,7 +10,7 @@ import pytest
 
 from harness import frameworks, workloads
 from harness.frameworks.base import Unavailable
-from harness.sweep import plan as cells
+from harness.sweep import cells
 from own_process import OWN_PROCESS, in_this_process
 
 
@@ -228,7 +228,7 @@ def test_lazy_rows_have_no_end_of_forward_and_count_their_buffers(name):
 
 
 def test_check_plans_mlx_in_float32_and_lists_float64_as_skipped_with_why():
-    from harness import check
+    from harness.check import command as check
 
     planned, skipped = check.plan(["chained_dot"], ["mlx"], "tiny", ["float64", "float32"], ["eager"], 0)
     reasons = [reason for fw, _, reason in skipped if fw == "mlx"]

@@ -9,11 +9,10 @@ import pytest
 from harness import results
 from harness.measure import breakdown
 from harness.measure.memory_meter import MemoryMeter, median_step
+from harness.units import MIB
 
 sys.path.insert(0, __file__.rsplit("/tests/", 1)[0] + "/tests/report")
 from report_fixtures import fixture_record  # noqa: E402
-
-MIB = 2**20
 
 
 class ScriptedRss:

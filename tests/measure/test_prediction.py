@@ -1,4 +1,4 @@
-"""The framework's own prediction of a step's memory, beside the measurement (issue 28).
+"""The framework's own prediction of a step's memory, beside the measurement.
 
 A prediction is taken in the memory pass after every measured step: present for JAX
 compiled (XLA's memory_analysis) and torch eager (MemTracker under FakeTensorMode),
@@ -13,8 +13,7 @@ from harness.measure import prediction
 from harness.sweep import summary_table as table
 from one_pass import memory_pass
 from harness.report import predicted as predicted_section
-
-MIB = 1 << 20
+from harness.units import MIB
 
 
 @pytest.mark.parametrize("framework, mode", [("jax", "compiled"), ("torch", "eager")])

@@ -14,9 +14,9 @@ import pytest
 from harness import figures
 from harness.measure import cuda, worker
 from harness.measure.marks import Marks
+from harness.units import MIB
 
 COLS = 16384
-MIB = 1 << 20
 
 
 class PeakSinceStartProbe:

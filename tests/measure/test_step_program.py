@@ -1,4 +1,4 @@
-"""What a cell's step runs, and what its step peak means (issue 24).
+"""What a cell's step runs, and what its step peak means.
 
 A compiled cell measures the one program its framework's users write: JAX's
 ``jax.jit(jax.value_and_grad(f))``, a ``tf.function``, one PyTensor function,

@@ -214,10 +214,10 @@ def test_the_real_memory_passes_measure_as_the_sweep_does(tmp_path):
     """The side-by-side runner's pass is the sweep's memory pass: a fresh worker after the
     workload's reference gradient (the gradient check runs inside it), no time pass.
     The installed autograd stands in for a release (no environment built)."""
-    from harness.sweep import plan
+    from harness.sweep import cells
     from harness.sweep.cell_runner import Options
 
-    [cell] = plan.expand(["chained_dot"], [("autograd", None)], ["tiny"], ["float32"], ["cpu"], ["eager"])
+    [cell] = cells.expand(["chained_dot"], [("autograd", None)], ["tiny"], ["float32"], ["cpu"], ["eager"])
     measure = side_by_side.memory_passes(str(tmp_path), Options(timeout_s=300, prediction=False))
     try:
         found = [record for _, record in measure([cell, cell])]

@@ -6,9 +6,8 @@ import pytest
 from harness import frameworks
 from harness.frameworks.base import Unavailable
 from harness.releases import detect
+from harness.units import MIB
 from harness.versions import commits
-
-MIB = 1024 * 1024
 
 
 def records(series, figure_key="peak_bytes", workload="chained_dot", mode="eager", time=False):

@@ -22,7 +22,8 @@ import urllib.request
 
 import pytest
 
-MIB = 1024 * 1024
+from harness.units import MIB
+
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

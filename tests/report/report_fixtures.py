@@ -7,7 +7,7 @@ about any framework. The end-to-end test on a real sweep is test_report_real.py.
 
 import json
 
-MIB = 1024 * 1024
+from harness.units import MIB
 
 
 def fixture_record(workload="chained_dot", framework="reference", status="ok", **overrides):

@@ -10,12 +10,12 @@ import re
 import pytest
 
 from harness import figures
-from harness.report import build
+from harness.report.page import write_page
 from harness.sweep import summary_table
+from harness.units import MIB
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RUN = ROOT / "results" / "gpu" / "2026-11-26-h200"
-MIB = 1 << 20
 
 
 def records(*names):
@@ -63,7 +63,7 @@ def test_jax_without_a_peak_reset_is_an_upper_bound_and_tinygrad_without_a_probe
 
 
 def test_the_page_shows_device_figures_and_never_colours_an_upper_bound(tmp_path):
-    build.build([str(p) for p in sorted(RUN.glob("*.jsonl"))], str(tmp_path / "site"))
+    write_page([str(p) for p in sorted(RUN.glob("*.jsonl"))], str(tmp_path / "site"))
     page = (tmp_path / "site" / "index.html").read_text()
     assert "407.6 MiB" in page and "1.08× bound" in page  # torch chained_dot paper
     assert "0.00× bound" not in page

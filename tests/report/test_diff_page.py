@@ -5,7 +5,7 @@ they should. Records are constructed (report_fixtures.py): the figures are made 
 import pytest
 
 from harness import cli
-from harness.report import build
+from harness.report.page import write_page
 
 import chromium_cdp
 from report_fixtures import MIB, fixture_record, write_jsonl
@@ -48,7 +48,7 @@ SAVED_PROBE = """({
 
 
 def test_the_comparison_page_lines_up_saved_bytes_by_op(tmp_path):
-    page = build.build([str(write_jsonl(tmp_path / "r.jsonl", _records()))], str(tmp_path / "site"))
+    page = write_page([str(write_jsonl(tmp_path / "r.jsonl", _records()))], str(tmp_path / "site"))
     seen = chromium_cdp.inspect_page(f"file://{page}", SAVED_PROBE, screenshot=str(tmp_path / "page.png"))
     assert seen["problems"] == []
     value = seen["value"]

@@ -3,7 +3,7 @@ console stays clean. Needs Debian's `chromium` (tools/ensure_chromium.sh install
 
 import pytest
 
-from harness.report import build
+from harness.report.page import write_page
 
 import chromium_cdp
 
@@ -26,7 +26,7 @@ GRID_PROBE = """({
 
 
 def test_page_renders_the_grid_with_a_clean_console(records_file, tmp_path):
-    page = build.build([str(records_file)], str(tmp_path / "site"))
+    page = write_page([str(records_file)], str(tmp_path / "site"))
     seen = chromium_cdp.inspect_page(f"file://{page}", GRID_PROBE, screenshot=str(tmp_path / "page.png"))
     assert seen["problems"] == []
     value = seen["value"]

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from harness.report import build, grid, split
+from harness.report import grid, split
+from harness.report.page import write_page
 
 from report_fixtures import MIB, fixture_record
 
@@ -14,7 +15,7 @@ from report_fixtures import MIB, fixture_record
 def render(tmp_path, recs):
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    return open(build.build([str(path)], str(tmp_path / "site")), encoding="utf-8").read()
+    return open(write_page([str(path)], str(tmp_path / "site")), encoding="utf-8").read()
 
 
 def test_the_grid_leads_with_the_step_peak_and_shows_retained_beside_it(tmp_path):

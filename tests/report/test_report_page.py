@@ -6,8 +6,9 @@ import re
 import pytest
 
 from harness.cli import main as cli_main
-from harness.report import build, fmt, grid, records, timelines
+from harness.report import fmt, grid, records, timelines
 from harness.report.gradients import precision_note, verdict
+from harness.report.page import write_page
 
 from report_fixtures import MIB, fixture_record, fixture_records
 
@@ -15,7 +16,7 @@ from report_fixtures import MIB, fixture_record, fixture_records
 def render(tmp_path, recs):
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    out = build.build([str(path)], str(tmp_path / "site"))
+    out = write_page([str(path)], str(tmp_path / "site"))
     return open(out, encoding="utf-8").read()
 
 

@@ -2,8 +2,7 @@
 slopes and intercepts (plus chosen residuals), so the fit can be checked exactly."""
 
 from harness import results, workloads
-
-MIB = 2**20
+from harness.units import MIB
 
 
 def cell(workload="rnn_fanout", framework="reference", batch=None, **overrides):

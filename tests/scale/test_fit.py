@@ -7,8 +7,7 @@ import pytest
 from harness.choices import ChoiceError
 from harness.scale.batches import AUTO, AUTO_MAX_POINTS, next_auto_batch, parse_batches
 from harness.scale.fit import BudgetError, FitError, fit_line, largest_batch
-
-MIB = 2**20
+from harness.units import MIB
 
 
 def test_an_exact_line_is_recovered():

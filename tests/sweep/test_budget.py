@@ -16,7 +16,7 @@ import pytest
 
 from harness import choices, workloads
 from harness.measure.nvml import DEVICE_WIDE_METHOD, PER_PROCESS_METHOD, NvmlSampler
-from harness.sweep import budget, pass_rules, plan, resume, schedule
+from harness.sweep import budget, cells, pass_rules, resume, schedule
 from harness.sweep.budget import Budget, BudgetSpent, CostTable, Estimate
 from harness.sweep.cell_runner import CellRunner, Options
 from harness.sweep.worker_process import Outcome
@@ -27,7 +27,7 @@ FRAMEWORKS = ("torch", "jax", "reference")
 def grid(sizes=("paper", "small"), modes=("compiled", "eager"), frameworks=FRAMEWORKS, device="cuda"):
     """The CUDA grid as the command line would expand it (sizes and modes given in the
     'wrong' order, so the budget's order has something to do)."""
-    return plan.expand(workloads.NAMES, list(frameworks), list(sizes), ["float32"], [device], list(modes))
+    return cells.expand(workloads.NAMES, list(frameworks), list(sizes), ["float32"], [device], list(modes))
 
 
 class Clock:
@@ -105,7 +105,7 @@ class SimulatedGpu:
             self.running.remove(entry)
             task.ended = self.clock.now
             kind = task.job["kind"]
-            self.log.append((task.started, task.ended, kind, task.exclusive, plan.label(task.job["cell"]),
+            self.log.append((task.started, task.ended, kind, task.exclusive, cells.label(task.job["cell"]),
                              getattr(task, "measured_from", task.started), getattr(task, "ready_at", task.ended)))
             result = {}
             if kind == "memory" and task.job["cell"]["device"] == "cuda":
@@ -215,7 +215,7 @@ def test_no_cell_starts_that_is_not_expected_to_end_in_time_and_nothing_is_kille
     assert tally.left_out and len(ran) + len(tally.left_out) == sum(c["framework"] != "reference" or
                                                                     c["mode"] == "eager" for c in todo)
     # in the sweep's order: the first cell ran; what ran is small eager before compiled
-    assert plan.label(ran[0]) == plan.label(todo[0])
+    assert cells.label(ran[0]) == cells.label(todo[0])
 
 
 @pytest.mark.parametrize("seconds", [60, 150, 300])

@@ -9,7 +9,7 @@ PaddlePaddle unless their GPU wheels are brought.
 
 import pytest
 
-from harness.sweep import plan, schedule
+from harness.sweep import cells, schedule
 from harness.sweep.cell_runner import CellRunner, Options
 from harness.sweep.executor import LocalExecutor
 
@@ -20,10 +20,10 @@ NAMES = {"mlx": "mlx[cuda", "tensorflow": "tensorflow[and-cuda]", "paddle": "pad
 
 
 def test_mlx_tensorflow_and_paddle_without_their_gpu_builds_are_unavailable_naming_the_build(tmp_path):
-    available = [name for name in NAMES if plan.adapter_or_reason(name)[0].available()[0]]
+    available = [name for name in NAMES if cells.adapter_or_reason(name)[0].available()[0]]
     if not available:
         pytest.skip("none of MLX, TensorFlow, PaddlePaddle is installed here")
-    todo = plan.expand(["chained_dot"], available, ["tiny"], ["float32"], ["cuda"], ["eager"])
+    todo = cells.expand(["chained_dot"], available, ["tiny"], ["float32"], ["cuda"], ["eager"])
     executor = LocalExecutor(str(tmp_path), slots=1, start="spawn")  # one framework per process
     runner = CellRunner(str(tmp_path), Options(timeout_s=240), gpus=(True, "told so by the test"))
     records = []

@@ -11,9 +11,9 @@ import pytest
 
 from harness import results
 from harness.sweep import zygote
+from harness.units import MIB as MiB
 
 RUN = [sys.executable, "-m", "harness", "run"]
-MiB = 1024**2
 
 
 def sweep(tmp_path, start, *args):

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from harness import bisect as bisect_command
+from harness.versions import command as bisect_command
 from harness import cli
 from harness.versions import index
+from harness.units import MIB
 
-MIB = 1024 * 1024
 RELEASES = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.6.0rc1", "1.6.0", "1.7.0"]
 
 
@@ -95,7 +95,7 @@ def test_bad_options_exit_2(fake_index, capsys, extra, says):
 
 
 def test_first_step_metrics_read_the_cold_steps_figures():
-    # the cold first step's peak and footprint, not the steady state's (issue 25)
+    # the cold first step's peak and footprint, not the steady state's
     result = {
         "peak_bytes": {"total": 10}, "footprint_bytes": {"total": 30},
         "first_step_peak_bytes": {"total": 700}, "first_step_footprint_bytes": {"total": 900},

@@ -410,7 +410,7 @@ def test_bound_details(monkeypatch):
     # tiny NeRF: depth * width per sample plus 4 rendering values
     c = workloads.get("tiny_nerf").SIZES["paper"]
     assert workloads.bound_bytes("tiny_nerf", "paper", "float32") == 65536 * (8 * 256 + 4) * 4 == c["rays"] * c["samples"] * 2052 * 4
-    # rnn_fanout paper: the notes' "hidden-state tape = 3.1 MiB (n = 50)"
+    # rnn_fanout paper: the hidden-state tape, n = 50 steps of a (B, D) float32 state = 3.1 MiB
     assert workloads.bound_bytes("rnn_fanout", "paper", "float32") == 50 * 16 * 1024 * 4
 
 

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from harness import frameworks, listing, workloads
+from harness import frameworks, workloads
+from harness.inventory import command as inventory
 from harness.choices import SIZES
 from harness.frameworks.base import Adapter
 
@@ -21,7 +22,7 @@ def run_list(*args, timeout=300):
 
 
 def test_workloads_are_described_with_sizes_sources_and_bounds():
-    described = listing.describe_workloads()
+    described = inventory.describe_workloads()
     assert [w["name"] for w in described] == list(workloads.NAMES)
     for w in described:
         module = workloads.get(w["name"])
@@ -41,16 +42,16 @@ def test_no_probe_listing_is_fast_and_imports_no_framework():
         if f["available"]:
             assert f["versions"] and f["modes"] and f["devices"] is None  # not probed
     # the parent of a sweep never imports a framework: neither does the listing
-    code = "import sys, harness.listing as l; l.describe_frameworks(probe=False); " \
+    code = "import sys, harness.inventory.command as l; l.describe_frameworks(probe=False); " \
            "print([m for m in ('torch', 'jax', 'tensorflow', 'pytensor', 'autograd') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
 
 
 def test_probe_finds_the_devices_in_a_child_process():
-    found = listing.run_probe("autograd")
+    found = inventory.run_probe("autograd")
     assert found["devices"] == ["cpu"] and found["import_s"] >= 0
-    assert listing.run_probe("reference")["devices"][0] == "cpu"
+    assert inventory.run_probe("reference")["devices"][0] == "cpu"
 
 
 def test_text_listing_names_versions_modes_devices_and_unavailable_reasons(monkeypatch):
@@ -60,9 +61,9 @@ def test_text_listing_names_versions_modes_devices_and_unavailable_reasons(monke
         name, module, distributions = "tensorflow", "a_module_that_is_not_installed", ("a-dist-not-installed",)
 
     monkeypatch.setattr(frameworks, "get", lambda name: NotInstalled() if name == "tensorflow" else real_get(name))
-    monkeypatch.setattr(listing, "run_probe", lambda name: {"devices": ["cpu"], "import_s": 0.5})
-    text = listing.format_listing({"workloads": listing.describe_workloads(),
-                                   "frameworks": listing.describe_frameworks(probe=True)})
+    monkeypatch.setattr(inventory, "run_probe", lambda name: {"devices": ["cpu"], "import_s": 0.5})
+    text = inventory.format_listing({"workloads": inventory.describe_workloads(),
+                                     "frameworks": inventory.describe_frameworks(probe=True)})
     assert "tensorflow: unavailable: a_module_that_is_not_installed is not installed (pip install 'gradmem[tensorflow]')" in text
     assert "chained_dot: " in text and "from HIPS autograd #219" in text
     assert "paper  D=1000 L=100 cols=1000  (bound 377.66 MiB)" in text  # (L - 1) D^2 float32
@@ -71,8 +72,8 @@ def test_text_listing_names_versions_modes_devices_and_unavailable_reasons(monke
 
 
 def test_a_failing_probe_makes_the_framework_unavailable_with_its_error(monkeypatch):
-    monkeypatch.setattr(listing, "run_probe", lambda name: {"error": "ImportError: libfoo.so"})
-    rows = {f["name"]: f for f in listing.describe_frameworks(probe=True)}
+    monkeypatch.setattr(inventory, "run_probe", lambda name: {"error": "ImportError: libfoo.so"})
+    rows = {f["name"]: f for f in inventory.describe_frameworks(probe=True)}
     assert rows["autograd"]["available"] is False
     assert rows["autograd"]["reason"] == "import failed: ImportError: libfoo.so"
 
@@ -85,5 +86,5 @@ def test_the_full_listing_runs():
     for name in (*workloads.NAMES, *frameworks.NAMES):
         assert f"  {name}: " in done.stdout
     assert done.stdout.count("devices: cpu") == sum(
-        1 for f in listing.describe_frameworks(probe=False) if f["available"]
+        1 for f in inventory.describe_frameworks(probe=False) if f["available"]
     )

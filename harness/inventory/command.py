@@ -3,7 +3,7 @@
 Workloads and framework versions come from this process without importing any
 framework (package metadata only). Devices need the framework imported (is there a
 GPU it can use?), so each framework is probed in a child process of its own,
-``python -m harness.listing --probe NAME``, a few at a time; ``--no-probe`` skips
+``python -m harness.inventory.command --probe NAME``, a few at a time; ``--no-probe`` skips
 that and prints what metadata alone says.
 """
 
@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness import frameworks, workloads
 from harness.choices import SIZES
+from harness.units import GIB, KIB, MIB
 
 PROBE_TIMEOUT_S = 180
 PARALLEL_PROBES = 3  # imports are mostly disk and one core each; 3 keeps 2 cores busy
@@ -79,7 +80,7 @@ def run_probe(name):
 
     try:
         env, _ = worker_environment(frameworks.get(name), "gradient")
-        done = subprocess.run([sys.executable, "-m", "harness.listing", "--probe", name], env=env,
+        done = subprocess.run([sys.executable, "-m", "harness.inventory.command", "--probe", name], env=env,
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return {"error": f"no answer within {PROBE_TIMEOUT_S} s"}
@@ -129,7 +130,7 @@ def format_listing(listing):
 
 
 def _mib(n):
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
         if n >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{n} B"
@@ -138,4 +139,4 @@ def _mib(n):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--probe":
         sys.exit(probe(sys.argv[2]))
-    sys.exit(f"usage: python -m harness.listing --probe FRAMEWORK (the listing is `python -m harness list`)")
+    sys.exit("usage: python -m harness.inventory.command --probe FRAMEWORK (the listing is `python -m harness list`)")

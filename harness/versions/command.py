@@ -37,22 +37,24 @@ import time
 from harness import choices, figures, frameworks, workloads
 from harness.console import say
 from harness.frameworks.base import Unavailable
-from harness import interrupts
+from harness import cli_options, interrupts
 from harness.sweep import environment
 from harness.sweep.worker_process import run_worker
 from harness.versions import bisection, commits, envs, findings, index, spec
+from harness.units import MIB
 
 PHASE_METRICS = ("forward", "backward", "step", "total")
 #: the cold first step's figures ("the first epoch needs 6 GB"): its peak and footprint (total)
 FIRST_METRICS = ("first_step", "first_footprint")
 METRICS = PHASE_METRICS + ("footprint", "retained") + FIRST_METRICS + ("time",)
-MIB = 1024 * 1024
 
 
 def add_arguments(parser):
-    parser.add_argument("--workload", required=True, help=f"one of {', '.join(workloads.NAMES)}, or your own: a .py file or "
-                        "package.module:attr (docs/workloads.md)")
-    parser.add_argument("--framework", required=True, help="the framework to bisect (a name, no version)")
+    cli_options.add_axes(
+        parser, workload=cli_options.REQUIRED, framework=cli_options.REQUIRED, size="small", dtype="float32",
+        device="cpu", mode="eager", single=tuple(cli_options.AXES),
+        notes={"framework": "the framework to bisect (a name, no version)"},
+    )
     parser.add_argument("--good", required=True, help="a release (stage 1) or revision with --repo (stage 2) that is good")
     parser.add_argument("--bad", required=True, help="a later release or revision that is bad")
     parser.add_argument("--metric", default="backward", help=f"{'|'.join(METRICS)} (default backward)")
@@ -66,13 +68,9 @@ def add_arguments(parser):
         help="shell command turning a checkout of a commit (its cwd) into a wheel in $GRADMEM_WHEEL_DIR "
         "(compiled frameworks in stage 2)",
     )
-    parser.add_argument("--size", default="small", help="tiny|small|paper (default small)")
-    parser.add_argument("--dtype", default="float32", help="float32|float64 (default float32)")
-    parser.add_argument("--mode", default="eager", help="eager|compiled (default eager)")
-    parser.add_argument("--device", default="cpu", help="cpu|cuda (default cpu)")
-    parser.add_argument("--optimizer", default=None, help="sgd|adam: add the update (phase 'step')")
+    cli_options.add_optimizer(parser)
     parser.add_argument("--torch-index", default=None, help="where torch releases may come from (see `run --help`)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per worker (default 600)")
+    cli_options.add_timeout(parser, 600.0)
     parser.add_argument("--seed", type=int, default=0, help="seed of the workload's inputs (default 0)")
     parser.add_argument(
         "--record", default=None,
@@ -99,7 +97,8 @@ def check_arguments(args):
     if args.optimizer is not None:
         choices.check_choice("optimizer", args.optimizer, choices.OPTIMIZERS)
     if args.metric == "step" and args.optimizer is None:
-        raise choices.ChoiceError("--metric step is the optimizer update's peak: give --optimizer sgd|adam")
+        raise choices.ChoiceError("--metric step is the optimizer update's peak: give --optimizer "
+                                  f"{'|'.join(choices.OPTIMIZERS)}")
     if args.threshold is None:
         args.threshold = 0.10 if args.metric == "time" else 0.05
     if not 0 < args.threshold < 10:

@@ -5,12 +5,10 @@ disk: the workload × framework grid per view coloured by peak / bound, bar char
 peak and time per phase, memory timelines, gradient agreement, statuses, provenance.
 """
 
-import os
 import sys
-import tempfile
 
-from harness.report import page
-from harness.report.records import RecordError, load
+from harness.report.page import write_page
+from harness.report.records import RecordError
 
 
 def add_arguments(parser):
@@ -23,33 +21,9 @@ def add_arguments(parser):
                         "when the page sits in the site's comparison/ folder (tools/asv_site.py)")
 
 
-def write_atomically(path, text):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".index-", suffix=".html")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; the page is for reading
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def build(files, out_dir, title="gradmem comparison", history_url=None):
-    """Write out_dir/index.html from the result files; return its path."""
-    records = load(files)
-    if not records:
-        raise RecordError(f"no result records in {', '.join(files)}")
-    path = os.path.join(out_dir, "index.html")
-    write_atomically(path, page.render(records, files, title, history_url))
-    return path
-
-
 def main(args):
     try:
-        path = build(args.files, args.out, args.title, args.history_url)
+        path = write_page(args.files, args.out, args.title, args.history_url)
     except RecordError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -2,8 +2,8 @@
 
 For every (workload, framework, mode, dtype) asked for, the framework computes the
 loss and the gradient of the workload (at ``--size``, from the same seeded init) in a
-worker process of its own (harness/gradcheck.py: started, timed out and stopped as
-`harness run`'s workers are), and each parameter's gradient is compared with the
+worker process of its own (harness/check/framework_runner.py: started, timed out and stopped
+as `harness run`'s workers are), and each parameter's gradient is compared with the
 reference engine's float64 gradient at the same point:
 
     relative error = ||g - g_ref|| / ||g_ref||    (the loss too, as "(loss)")
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness import frameworks, gradcheck, workloads
+from harness import cli_options, frameworks, interrupts, workloads
 from harness.choices import DEVICES, DTYPES, MODES, SIZES, ChoiceError, check_choice, parse_choices
-from harness import interrupts
+from harness.check import framework_runner
 from harness.measure.gradients import relative_error
 
 TOLERANCE = {"float64": 1e-6, "float32": 1e-3}
@@ -40,15 +40,10 @@ REFERENCE = "reference"
 
 
 def add_arguments(parser):
-    parser.add_argument("--size", default="tiny", help=f"one of {', '.join(SIZES)} (default tiny)")
-    parser.add_argument("--workload", default="all", help="comma-separated workloads (default all)")
-    parser.add_argument("--framework", default="all", help="comma-separated frameworks (default all)")
-    parser.add_argument("--dtype", default="float64,float32", help="comma-separated dtypes (default both)")
-    parser.add_argument("--mode", default="eager,compiled", help="comma-separated modes (default both)")
-    parser.add_argument("--device", default="cpu", help=f"one of {', '.join(DEVICES)} (default cpu)")
+    cli_options.add_axes(parser, workload="all", framework="all", size="tiny", dtype="float64,float32",
+                         device="cpu", mode="eager,compiled", single=("size", "device"))
     parser.add_argument("--seed", type=int, default=0, help="seed of every workload's init (default 0)")
-    parser.add_argument("--timeout", type=float, default=900.0,
-                        help="seconds one cell may take, compilation included (default 900)")
+    cli_options.add_timeout(parser, 900.0, "seconds one cell may take, compilation included")
     parser.add_argument("--keep", metavar="DIR", help="keep the workers' files (gradients as .npz) in DIR")
     parser.add_argument("--jobs", type=int, default=1,
                         help="frameworks checked at once, each in its own worker (default 1; with more, the "
@@ -167,7 +162,7 @@ def run_check(names, fw_names, size, dtypes, modes, device, seed, timeout_s, out
         # the truth is computed on the CPU: float64 NumPy, the same on every machine
         fw_device = "cpu" if fw == REFERENCE else device
         print(f"  {fw}: {len(cells[fw])} gradients ...", file=sys.stderr, flush=True)
-        return fw, gradcheck.run_framework(fw, cells[fw], out_dir, fw_device, timeout_s)
+        return fw, framework_runner.run_framework(fw, cells[fw], out_dir, fw_device, timeout_s)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         results = dict(pool.map(gradients, list(cells)))
@@ -175,7 +170,7 @@ def run_check(names, fw_names, size, dtypes, modes, device, seed, timeout_s, out
              for c in cells.get(REFERENCE, []) if c["id"].startswith("truth-")}
     if REFERENCE not in cells:
         reason = next((r for f, _, r in skipped if f == REFERENCE), "")
-        truth = {(n, d): gradcheck.CellResult("-", "unavailable", f"reference: {reason}") for n in names for d in dtypes}
+        truth = {(n, d): framework_runner.CellResult("-", "unavailable", f"reference: {reason}") for n in names for d in dtypes}
 
     rows = []
     for fw, fw_cells in cells.items():

@@ -5,7 +5,7 @@ import argparse
 import pytest
 
 from harness import choices
-from harness.sweep import plan as cells, command as sweep, summary_table as table
+from harness.sweep import cells, command as sweep, summary_table as table
 
 
 def plan(**overrides):

@@ -1,0 +1,32 @@
+"""Byte units, defined once: every memory figure is in bytes, shown in binary units.
+
+`parse_bytes` reads what a user types for a byte count (--memory-limit, --budget,
+--cap, a pytest marker's limit): "1500000", "512M", "2G", "1.5GiB".
+"""
+
+from harness.choices import ChoiceError
+
+KIB = 1 << 10
+MIB = 1 << 20
+GIB = 1 << 30
+TIB = 1 << 40
+#: the suffix a byte count may carry (case-insensitive; "512M", "512MiB" and "512MB" are
+#: all binary: memory is counted in pages of powers of two)
+SUFFIXES = {"": 1, "k": KIB, "m": MIB, "g": GIB, "t": TIB}
+
+
+def parse_bytes(text, option="--memory-limit"):
+    """'1500000', '512M', '2G', '1.5GiB' -> bytes (binary units); None stays None.
+    ChoiceError (naming `option` and the accepted forms) for anything else or <= 0."""
+    if text is None:
+        return None
+    raw = str(text).strip().lower().removesuffix("ib").removesuffix("b").strip()
+    unit = raw[-1] if raw and raw[-1] in SUFFIXES else ""
+    number = raw[: len(raw) - len(unit)].strip()
+    try:
+        value = int(float(number) * SUFFIXES[unit])
+    except ValueError:
+        raise ChoiceError(f"{option} {text!r}: expected bytes, e.g. 1GiB, 512M, 1500000000") from None
+    if value <= 0:
+        raise ChoiceError(f"{option} {text!r}: must be positive")
+    return value
