@@ -35,30 +35,34 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from harness import figures, frameworks, workloads  # noqa: E402
-from harness.sweep import environment  # noqa: E402
+from harness import choices, cli_options, figures, frameworks, workloads  # noqa: E402
+from harness.sweep import cells  # noqa: E402
+from harness.sweep.cell_runner import CellRunner, Options  # noqa: E402
 from harness.units import MIB  # noqa: E402
 
+AXES = ("workload", "framework", "size", "dtype", "mode")
 
 
-def _job(args):
-    cell = {"workload": args.workload, "size": args.size, "dtype": args.dtype, "framework": args.framework,
-            "mode": args.mode, "device": "cpu", "optimizer": None, "remat": "none", "order": None, "version": None}
-    return {"kind": "memory", "cell": cell, "seed": 0, "optimizer": None, "lr": 1e-3, "warmup": args.warmup,
-            "memory_steps": args.memory_steps, "predict": False, "reference_gradient_path": None,
-            "matmul_precision": "highest"}
-
-
-def _env(adapter, overrides):
-    env, _ = environment.worker_environment(adapter, "memory")
-    for item in overrides:
+def _memory_task(args, workdir):
+    """The cell's memory pass as a sweep makes it (cell_runner.py: the same job, the
+    same environment, the tracemalloc flag of a NumPy row included), with this run's
+    warm-up and steady steps, and the worker's environment changed by --env."""
+    (cell,) = cells.expand([args.workload], [args.framework], [args.size], [args.dtype], ["cpu"], [args.mode])
+    runner = CellRunner(workdir, Options(warmup=args.warmup, prediction=False))
+    state = runner.start(0, cell)
+    if isinstance(state, dict):  # a record: the cell cannot run here
+        sys.exit(f"{cells.label(cell)}: {state['status']}: {state.get('message')}")
+    task = runner.memory_task(state)
+    job = dict(task.job, memory_steps=args.memory_steps)
+    env = dict(task.env)
+    for item in args.env:
         key, _, value = item.partition("=")
         if value:
             env[key] = value
         else:
             env.pop(key, None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
-    return env
+    return job, env
 
 
 def _host(record):
@@ -107,14 +111,12 @@ def child(job_path, result_path, sync_dispatch, steps):
 
 # ---- the driver ----------------------------------------------------------------------------
 def run(args):
-    adapter = frameworks.get(args.framework)
-    job = _job(args)
-    env = _env(adapter, args.env)
     setting = " ".join(args.env + (["--jax-sync-dispatch"] if args.jax_sync_dispatch else [])
                        + ([f"--warmup {args.warmup}"] if args.warmup != 1 else [])
                        + ([f"--memory-steps {args.memory_steps}"] if args.memory_steps != 3 else [])) or "the sweep's"
     peaks = []
     with tempfile.TemporaryDirectory(prefix="memory-scatter-") as work:
+        job, env = _memory_task(args, work)
         job_path = os.path.join(work, "job.json")
         with open(job_path, "w", encoding="utf-8") as handle:
             json.dump(job, handle)
@@ -155,11 +157,8 @@ def main(argv=None):
         steps = int(argv[argv.index("--steps") + 1])
         return child(argv[1], argv[2], "--jax-sync-dispatch" in argv, steps)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--framework", required=True)
-    parser.add_argument("--workload", required=True, choices=workloads.NAMES)
-    parser.add_argument("--mode", default="eager", choices=("eager", "compiled"))
-    parser.add_argument("--size", default="small", choices=("tiny", "small", "paper"))
-    parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    cli_options.add_axes(parser, workload=cli_options.REQUIRED, framework=cli_options.REQUIRED, size="small",
+                         dtype="float32", mode="eager", single=AXES)
     parser.add_argument("--runs", type=int, default=5, help="fresh processes (default 5)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--memory-steps", type=int, default=3)
@@ -175,9 +174,12 @@ def main(argv=None):
         parser.error("--runs and --memory-steps must be at least 1, --warmup and --steps at least 0")
     if args.jax_sync_dispatch and args.framework != "jax":
         parser.error("--jax-sync-dispatch is JAX's: it needs --framework jax")
+    valid = {"workload": workloads.NAMES, "framework": frameworks.NAMES, "size": choices.SIZES,
+             "dtype": choices.DTYPES, "mode": choices.MODES}
     try:
-        frameworks.get(args.framework)
-    except Exception as err:  # noqa: BLE001 - the registry's own message names the valid ones
+        for axis in AXES:
+            choices.check_choice(axis, getattr(args, axis), valid[axis])
+    except choices.ChoiceError as err:
         parser.error(str(err))
     return run(args)
 
