@@ -77,7 +77,7 @@ def _run(node, grads, needed, schedule, ledger, consumers):
         parent, vjp = parents[i], vjps[i]
         acc, unview = _accumulator(grads, parent, vjp), None
         if acc is None and getattr(vjp, "adds_into", False):
-            parent, acc, unview = _through_view(grads, parent, needed, consumers, ledger)
+            parent, acc, unview = _through_view(grads, parent, consumers, ledger)
         if i == readers[-1] and _reusable(g, g_owned, vjp, outgoing):
             ct = vjp(g, into=g)  # g's last reader writes its cotangent over g
         elif acc is not None:
@@ -190,7 +190,7 @@ def _accumulator(grads, parent, vjp):
     return entry[0]
 
 
-def _through_view(grads, parent, needed, consumers, ledger):
+def _through_view(grads, parent, consumers, ledger):
     """(node, accumulator, the view's VJP) for a cotangent of `parent`: `parent`, None,
     None; or, where `parent` is a view (its VJP has `input_view`) read by this node only
     and its input already has a gradient the pass owns, that input, its gradient seen
@@ -203,7 +203,7 @@ def _through_view(grads, parent, needed, consumers, ledger):
     if len(inputs) != 1 or getattr(inputs[0][1], "input_view", None) is None:
         return nothing
     source, view = inputs[0]
-    entry = grads.get(source) if source in needed else None
+    entry = grads.get(source)  # only nodes the pass needs ever get one
     if entry is None or not entry[1]:
         return nothing
     acc = view.input_view(entry[0])

@@ -3,8 +3,9 @@
 Out of memory looks different in every framework: Python's MemoryError (NumPy's
 ``_ArrayMemoryError`` is one), C++'s ``std::bad_alloc`` (an abort, no traceback),
 torch's "DefaultCPUAllocator: can't allocate memory", XLA's ``RESOURCE_EXHAUSTED``,
-TF's "OOM when allocating", OpenBLAS's "malloc failed" (an exit, no traceback), a shared library that cannot be mapped, or a thread whose
-stack cannot be mapped under an address-space limit. All of them are "oom". A worker
+TF's "OOM when allocating", OpenBLAS's "malloc failed" (an exit, no traceback), a
+shared library that cannot be mapped, or a thread whose stack cannot be mapped under an
+address-space limit. All of them are "oom". A worker
 killed by a SIGKILL the parent did not send is "oom" when the kernel's OOM-kill count
 (/proc/vmstat oom_kill) rose while it ran, else "error" naming the signal (someone
 else killed it); where the count cannot be read, "oom" with a question mark.

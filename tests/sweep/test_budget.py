@@ -11,6 +11,7 @@ without a GPU and in milliseconds.
 """
 
 import itertools
+from types import SimpleNamespace
 
 import pytest
 
@@ -393,16 +394,10 @@ def test_time_passes_wait_for_a_wave_instead_of_draining_the_machine_each():
     # plus the memory passes 8 at a time; the waves come closer to it than draining per
     # time pass. (Simulated 2026-11-26: 315 s before waves and side-by-side admission,
     # 236 s after, floor ~210 s.)
-    alone = sum(budget_run_walls(dict_task("time", c))[1] for c in todo)
-    memory = sum(budget_run_walls(dict_task("memory", c))[1] for c in todo)
+    alone = sum(budget_run_walls(SimpleNamespace(job={"kind": "time", "cell": c}))[1] for c in todo)
+    memory = sum(budget_run_walls(SimpleNamespace(job={"kind": "memory", "cell": c}))[1] for c in todo)
     assert walls[None] < walls[0]
     assert walls[None] < 1.25 * (alone + memory / 8 + budget.REFERENCE_GRADIENT_S["small"] * len(workloads.NAMES))
-
-
-def dict_task(kind, cell):
-    class _Task:
-        job = {"kind": kind, "cell": cell}
-    return _Task()
 
 
 def test_a_budget_with_waves_still_kills_nothing_on_the_recorded_grid():
