@@ -56,7 +56,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     conf = Config.load(args.config)
-    packages = sorted(conf.matrix.get("req", {}))
+    from harness.asv_env import with_framework_pins
+
+    packages = sorted(with_framework_pins(conf.matrix.get("req", {})))
     name, python, versions = target_environment(args.to_installed, packages)
     folder = os.path.join(conf.results_dir, args.machine)
     moved = 0

@@ -128,7 +128,9 @@ def write_config(work, repo):
         repo=repo, benchmark_dir=os.path.join(repo, "benchmarks"),
         results_dir=os.path.join(work, "results"), html_dir=os.path.join(work, "html"),
         env_dir=os.path.join(work, "env"),
-        # The reference engine needs NumPy only: a small env asv builds in seconds.
+        # The reference engine needs NumPy only: a small env asv builds in seconds (plain
+        # virtualenv: the project's `virtualenv-pinned` would add every framework).
+        environment_type="virtualenv",
         matrix={"req": {"numpy": config["matrix"]["req"]["numpy"]}},
     )
     path = os.path.join(work, "asv.conf.json")

@@ -71,9 +71,9 @@ def git(repo, *args):
 
 def installed_env_name(python=PYTHON):
     """The name `-E installed:<python>` results get (harness/asv_env.py): versions only."""
-    from harness.asv_env import env_name, installed_versions
+    from harness.asv_env import env_name, installed_versions, with_framework_pins
 
-    found = installed_versions(python, project_config()["matrix"]["req"])
+    found = installed_versions(python, with_framework_pins(project_config()["matrix"]["req"]))
     return env_name(found["python"], found["versions"])
 
 

@@ -18,16 +18,42 @@ def environment(tmp, python, requirements):
 
 
 def test_two_paths_to_one_interpreter_get_one_name_and_the_installed_versions(tmp_path):
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
+
+    from harness.asv_env import env_name, framework_pins
 
     link = tmp_path / "elsewhere"
     os.symlink(os.path.dirname(os.path.dirname(h.PYTHON)), link)  # the venv under another path
     wanted = {"numpy": "0.0.1", "no-such-package-gradmem": "1.0"}  # the matrix's pins are not copied
     here = environment(tmp_path, h.PYTHON, wanted)
     there = environment(tmp_path, str(link / "bin" / "python"), wanted)
-    assert here.name == there.name == f"py{sys.version_info[0]}.{sys.version_info[1]}-numpy{version('numpy')}"
-    assert here.python == f"{sys.version_info[0]}.{sys.version_info[1]}"
-    assert here.requirements == {"numpy": version("numpy")}  # installed, not the pin; missing left out
+    # Named by what is installed of the matrix's packages and the framework extras' pins
+    # (added from pyproject.toml); a package not installed is left out.
+    expected = {}
+    for name in ["numpy", *framework_pins()]:
+        try:
+            expected[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert here.name == there.name == env_name(python, expected)
+    assert here.python == python
+    assert here.requirements == expected and here.requirements["numpy"] == version("numpy")
+    assert "torch" in framework_pins() and "no-such-package-gradmem" not in here.requirements
+
+
+def test_a_built_environment_gets_every_framework_extra_pinned_and_named(tmp_path):
+    """asv's own virtualenv (`virtualenv-pinned`, what `asv find` builds) installs the
+    framework extras' pins with the matrix's, and says them in its name."""
+    from asv.config import Config
+
+    from harness.asv_env import PinnedVirtualenv, framework_pins
+
+    conf = Config.load(str(h.write_config(tmp_path, h.PROJECT)))
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    env = PinnedVirtualenv(conf, python, {"numpy": "2.4.6"}, {})
+    assert env.requirements == {**{d: v[0] for d, v in framework_pins().items()}, "numpy": "2.4.6"}
+    assert env.name.startswith(f"virtualenv-pinned-py{python}-") and f"-torch{framework_pins()['torch'][0]}" in env.name
 
 
 def test_rename_moves_an_existing_env_result_set_without_touching_figures(tmp_path):

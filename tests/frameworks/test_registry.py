@@ -1,7 +1,7 @@
 """The adapter registry against the files that install its rows: each framework's
-pyproject extra (what `available()` tells a user to install) and asv's environment
-matrix (what `asv run` installs) pin what the adapter names, so a new row is its adapter,
-its registry line and its extra, and asv.conf.json cannot drift from them unnoticed."""
+pyproject extra (what `available()` tells a user to install) pins what the adapter names,
+and asv's environments take those pins from the extras (harness/asv_env.py), so a new row
+is its adapter, its registry line and its extra, and asv.conf.json names no framework."""
 
 import json
 import os
@@ -50,23 +50,20 @@ def test_the_frameworks_extra_installs_every_row():
     assert sorted(re.fullmatch(r"gradmem\[(.*)\]", every).group(1).split(",")) == sorted(WITH_RELEASES)
 
 
-def test_asv_installs_what_the_extras_pin():
-    """Every pin of a framework extra is in asv's matrix at that version, and every
-    matrix entry is a pin of an extra or a distribution of an adapter (mlx-cpu: the
-    backend mlx[cpu] brings, at mlx's version), but NumPy (the runtime, pinned apart)."""
-    matrix = asv_matrix()
-    pinned = {}
-    for name in WITH_RELEASES + ["bench"]:
-        pinned.update(pins(extras()[name]))
-    missing = [d for d in pins(sum((extras()[n] for n in WITH_RELEASES), [])) if d not in matrix]
-    assert not missing, f"asv.conf.json's matrix lacks {missing}, pinned by pyproject's framework extras"
-    for dist, versions in matrix.items():
-        if dist == "numpy":
-            continue
-        if dist in pinned:
-            assert versions == [pinned[dist]], (dist, versions, pinned[dist])
-            continue
-        owner = [n for n in WITH_RELEASES if dist in frameworks.get(n).distributions]
-        assert owner, f"asv.conf.json pins {dist}, which no extra and no adapter names"
-        package = frameworks.get(owner[0]).package.lower()
-        assert versions == [pinned[package]], (dist, versions, package, pinned[package])
+def test_asv_installs_what_the_extras_pin_and_its_config_names_no_framework():
+    """asv's environments install and are named by every framework extra's pins, read from
+    pyproject.toml (mlx-cpu: the backend mlx[cpu] brings, at mlx's version); asv.conf.json's
+    matrix holds only what is no framework's, so adding a row never edits it."""
+    from harness.asv_env import framework_pins
+
+    asv_pins = framework_pins()
+    for name in WITH_RELEASES:
+        package = frameworks.get(name).package.lower()
+        assert asv_pins.get(package) == [pins(extras()[name])[package]], (name, asv_pins.get(package))
+    assert asv_pins["mlx-cpu"] == asv_pins["mlx"]
+    named = {dist for name in frameworks.NAMES for dist in frameworks.get(name).distributions} - {"numpy"}
+    assert not named & set(asv_matrix()), f"asv.conf.json pins {named & set(asv_matrix())}: pyproject's extras do"
+    with open(os.path.join(ROOT, "asv.conf.json"), encoding="utf-8") as handle:
+        text = "".join(line for line in handle if not line.lstrip().startswith("//"))
+    assert json.loads(text)["environment_type"] == "virtualenv-pinned"
+    assert asv_matrix()["memory_profiler"] == [pins(extras()["bench"])["memory_profiler"]]
