@@ -88,6 +88,13 @@ class Adapter:
     #: with that era's older NumPy needs besides its pins (2017's autograd: `future`)
     era_requires = {}
 
+    #: modes whose every worker process gets an empty on-disk compile cache of its own
+    #: (harness/measure/worker.py: a new directory in GRADMEM_COMPILE_CACHE_DIR, removed
+    #: when the process ends), where the framework's default cache is shared by all of
+    #: the user's processes: whether an earlier process compiled the same graph would
+    #: otherwise decide a compiled cell's retained and first-step figures (torch's Inductor)
+    own_compile_cache_modes = ()
+
     #: what the adapter itself needs beside the framework (autograd.scipy needs SciPy);
     #: a pinned version's environment installs them at the versions installed here
     adapter_requires = ()

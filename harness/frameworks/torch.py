@@ -17,8 +17,14 @@ Modes:
   = one shape; no dynamic-shape recompile). Compilation happens on the first call and
   costs seconds even for tiny graphs (the first call of chained_dot tiny, 2026-11-22
   on the 2-core development machine: ~8 s
-  with an empty Inductor cache, 1-2 s warm; the cache lives in /tmp/torchinductor_$USER,
-  TORCHINDUCTOR_CACHE_DIR moves it; seq2seq_attention tiny: ~48 s).
+  with an empty Inductor cache, 1-2 s warm; seq2seq_attention tiny: ~48 s).
+  Inductor's on-disk cache is by default /tmp/torchinductor_$USER, shared by every
+  process of the user: a process that finds its graphs there compiled by an earlier one
+  keeps a fraction of what a cold compile leaves resident (seq2seq_attention small,
+  torch 2.15.0: retained 24.4 against 109.9 MiB). So each compiled worker process gets
+  an empty cache of its own (``own_compile_cache_modes``; TORCHINDUCTOR_CACHE_DIR, and
+  TRITON_CACHE_DIR inside it, set before Inductor first reads them): every compiled
+  figure is a cold compile's, and the record's ``settings.inductor_cache`` says so.
 
 ``split_vjp`` (both modes): forward = the loss with ``requires_grad`` leaves (autograd
 keeps what the backward needs on the graph), backward = ``torch.autograd.grad``, which
@@ -70,6 +76,7 @@ class TorchAdapter(Adapter):
     compiled_as = "torch.compile(loss, dynamic=False): Inductor (C++ on CPU), AOTAutograd backward"
     eager_as = "torch autograd: the loss computed op by op, then torch.autograd.grad"
     remats = ("none", "native", "native:reentrant")
+    own_compile_cache_modes = ("compiled",)
     # torch reads no allocator setting at start-up on CPU. On CUDA the caching
     # allocator's defaults are what users run (PYTORCH_CUDA_ALLOC_CONF left unset).
     environment = {}
@@ -97,7 +104,9 @@ class TorchAdapter(Adapter):
         if mode == "compiled":
             if not hasattr(torch, "compile"):
                 raise Unavailable(f"torch {torch.__version__} has no torch.compile (first released in PyTorch 2.0)")
+            cache = _point_inductor_cache()  # before anything of Inductor is imported
             _check_dynamo_supported(torch)
+            self._settings["inductor_cache"] = _checked_inductor_cache(cache)
             import torch._inductor.config as inductor_config
 
             cxx = inductor_config.cpp.cxx[-1] if device == "cpu" else None
@@ -447,6 +456,50 @@ def _untyped_storage(tensor):
         return tensor.untyped_storage()
     typed = tensor.storage()
     return typed.untyped() if hasattr(typed, "untyped") else typed._untyped()
+
+
+def _point_inductor_cache():
+    """Point Inductor's (and Triton's) on-disk cache at the directory the worker made
+    for this process (GRADMEM_COMPILE_CACHE_DIR, empty); None outside a worker, where
+    Inductor keeps its default."""
+    path = os.environ.get("GRADMEM_COMPILE_CACHE_DIR")
+    if path:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+        # Triton (CUDA kernels) caches in ~/.triton/cache unless told; newer Inductors
+        # put it under their own cache, older ones do not
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(path, "triton")
+    return path
+
+
+def _checked_inductor_cache(path):
+    """The record's account of Inductor's cache; raises where Inductor reads another
+    directory than `path` (it read the variable before load(): a measured cell would
+    then find what earlier processes compiled)."""
+    used = _inductor_cache_dir()
+    if path is None:
+        return {"dir": used, "state": "Inductor's default, shared by the user's processes (not a worker)"}
+    if used is not None and os.path.realpath(used) != os.path.realpath(path):
+        raise RuntimeError(f"Inductor caches in {used}, not in this process's own empty cache {path} "
+                           "(TORCHINDUCTOR_CACHE_DIR was read before load())")
+    entries = len(os.listdir(path)) if os.path.isdir(path) else 0
+    return {"dir": path, "entries_at_load": entries,
+            "state": "this process's own, empty at start, removed when it ends"
+                     + ("" if used else " (Inductor's cache_dir() not found to check)")}
+
+
+def _inductor_cache_dir():
+    """Inductor's own answer to where it caches (its function moved between releases),
+    or None where none of them exists."""
+    import importlib
+
+    for module in ("torch._inductor.runtime.cache_dir_utils", "torch._inductor.runtime.runtime_utils",
+                   "torch._inductor.utils"):
+        try:
+            cache_dir = getattr(importlib.import_module(module), "cache_dir")
+        except (ImportError, AttributeError):
+            continue
+        return cache_dir()
+    return None
 
 
 def _check_dynamo_supported(torch):

@@ -77,6 +77,7 @@ def main(argv=None, parent_pid=None):
     from harness.results import write_json_atomic
 
     write_json_atomic(result_path, result)
+    _remove_own_compile_cache(job)
     marks.mark("exit")  # what follows is the interpreter's teardown (--schedule-log shows it)
     marks.close()
     return 0
@@ -118,7 +119,9 @@ def _prepare(job, marks):
     t0 = time.perf_counter()
     adapter = frameworks.get(cell["framework"], **({"order": cell["order"]} if cell.get("order") else {}))
     remat = cell.get("remat") or "none"
-    if job.get("compile_cache_dir"):  # one compile per cell: its passes share the framework's cache
+    if cell["mode"] in adapter.own_compile_cache_modes:  # a cold compile in every process
+        os.environ["GRADMEM_COMPILE_CACHE_DIR"] = _own_compile_cache(job)
+    elif job.get("compile_cache_dir"):  # one compile per cell: its passes share the framework's cache
         os.environ["GRADMEM_COMPILE_CACHE_DIR"] = job["compile_cache_dir"]
     adapter.load(cell["device"], cell["mode"], remat=remat)
     precision = adapter.set_matmul_precision(cell["device"], job.get("matmul_precision") or "highest")
@@ -151,6 +154,25 @@ def _prepare(job, marks):
         "order": getattr(adapter, "order", None),
     }
     return adapter, problem, step, info
+
+
+def _own_compile_cache(job):
+    """A new, empty directory for this process's compile cache, beside its result file
+    (in the sweep's work directory, so a killed worker's is removed with it); main()
+    removes it when the pass ends."""
+    import tempfile
+
+    result_path = job.get("result_path")
+    path = tempfile.mkdtemp(prefix="compile-cache-", dir=os.path.dirname(result_path) if result_path else None)
+    job["own_compile_cache"] = path
+    return path
+
+
+def _remove_own_compile_cache(job):
+    import shutil
+
+    if job.get("own_compile_cache"):
+        shutil.rmtree(job["own_compile_cache"], ignore_errors=True)
 
 
 def _jsonable(value):
