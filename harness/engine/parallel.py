@@ -14,9 +14,20 @@ flight together hold the bytes one serial slab did: the step peak does not move.
 """
 
 import concurrent.futures
+import os
 
 _count = 1
 _pool = None
+
+
+def _forget_pool():
+    # A forked child (the sweep's workers fork from a process that may have run steps)
+    # has the pool object but not its threads: it starts its own on first use.
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def set_count(count):
