@@ -49,8 +49,6 @@ import numbers
 
 import numpy as np
 
-from harness.engine import parallel
-from harness.engine.parallel import run_shares
 from harness.engine.saving import Rebuilt, input_rows, save, value
 from harness.engine.tape import Var, defvjp, defvjp_argnum, primitive
 from harness.engine.xp import Fused
@@ -779,22 +777,17 @@ def _correlate(src, tap, kh, kw, out, stride=1, top=0, left=0, dilation=1):
     are slab-sized transients (conv2d's weight gradient walks the same slabs)."""
     n, _, ho, wo = out.shape
     wp = stride * (wo - 1) + kw
-
-    def share(slabs):  # one thread's rows
-        for rows in slabs:
-            xs, count = _input_rows(src, rows, stride, kh, wp, top, left, dilation)
-            wide = None
-            for i in range(kh):
-                for j in range(kw):
-                    term = product(tap(i, j), _window(xs, i, j, count, wp))
-                    if wide is None:
-                        wide = term
-                    else:
-                        wide += term
-            out[:, :, rows] = _narrow(wide, stride, count, wp, wo)
-
-    row_bytes = n * builtins.max(src.shape[1], out.shape[1]) * wp * src.itemsize
-    run_shares(share, _row_shares(ho, row_bytes, xp_of(out)))
+    for rows in _row_slabs(ho, n * builtins.max(src.shape[1], out.shape[1]) * wp * src.itemsize):
+        xs, count = _input_rows(src, rows, stride, kh, wp, top, left, dilation)
+        wide = None
+        for i in range(kh):
+            for j in range(kw):
+                term = product(tap(i, j), _window(xs, i, j, count, wp))
+                if wide is None:
+                    wide = term
+                else:
+                    wide += term
+        out[:, :, rows] = _narrow(wide, stride, count, wp, wo)
     return out
 
 
@@ -813,27 +806,13 @@ def _conv_geometry(x, w, stride, padding):
     return n, c, ho, wo, kh, kw
 
 
-def _row_slabs(start, stop, row_bytes):
-    """The output rows start..stop in at most SLABS slices, each with at least
-    MIN_SLAB_BYTES bytes of wide rows (`row_bytes` per row across the batch): a small
-    conv makes fewer BLAS calls (9 per slab and pass) for transients that stay under a
-    few slabs' bytes."""
-    count = builtins.max(1, builtins.min(SLABS, (stop - start) * row_bytes // MIN_SLAB_BYTES))
-    step = -(-(stop - start) // count)
-    return [slice(y, builtins.min(y + step, stop)) for y in range(start, stop, step)]
-
-
-def _row_shares(ho, row_bytes, xp):
-    """The output rows as one list of slabs per thread (parallel.py): the serial
-    slabs, or with T threads T runs of rows, each in slabs 1/T the serial size (the T
-    slabs in flight hold what one serial slab did). A conv of one serial slab stays
-    in one thread: handing it out would cost more than it saves."""
-    serial = _row_slabs(0, ho, row_bytes)
-    threads = builtins.min(parallel.count(), ho) if xp is np else 1
-    if threads == 1 or len(serial) == 1:
-        return [serial]
-    bounds = [ho * k // threads for k in range(threads + 1)]
-    return [_row_slabs(a, b, row_bytes * threads) for a, b in zip(bounds, bounds[1:])]
+def _row_slabs(ho, row_bytes):
+    """The output rows in at most SLABS slices, each with at least MIN_SLAB_BYTES bytes
+    of wide rows (`row_bytes` per row across the batch): a small conv makes fewer BLAS
+    calls (9 per slab and pass) for transients that stay under a few slabs' bytes."""
+    count = builtins.max(1, builtins.min(SLABS, ho * row_bytes // MIN_SLAB_BYTES))
+    step = -(-ho // count)
+    return [slice(y, builtins.min(y + step, ho)) for y in range(0, ho, step)]
 
 
 def _input_rows(x, rows, stride, kh, wp, top, left, dilation=1, xp=None):
@@ -919,22 +898,13 @@ def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
         _, _, kh, kw = w_shape
         wo = g.shape[3]
         wp = stride * (wo - 1) + kw
-        xp = xp_of(g)
-
-        def share(slabs):  # one thread's rows: its part of dw
-            dw = xp.zeros(w_shape, dtype=g.dtype)
-            for rows in slabs:
-                xs, count = _input_rows(x, rows, stride, kh, wp, padding, padding, xp=xp)
-                g_wide = _widen(g[:, :, rows], stride, count, wp)
-                windows = _all_windows(xs, kh, kw, count, wp).swapaxes(-1, -2)
-                for image in range(g.shape[0]):  # every offset in one product on views: (kh, kw, o, c), weight-sized
-                    dw += (g_wide[image] @ windows[image]).transpose(2, 3, 0, 1)
-            return dw
-
-        row_bytes = g.shape[0] * builtins.max(x.shape[1], w_shape[0]) * wp * g.itemsize
-        dw, *others = run_shares(share, _row_shares(g.shape[2], row_bytes, xp))
-        for part in others:
-            dw += part
+        dw = xp_of(g).zeros(w_shape, dtype=g.dtype)
+        for rows in _row_slabs(g.shape[2], g.shape[0] * builtins.max(x.shape[1], w_shape[0]) * wp * g.itemsize):
+            xs, count = _input_rows(x, rows, stride, kh, wp, padding, padding, xp=xp_of(g))
+            g_wide = _widen(g[:, :, rows], stride, count, wp)
+            windows = _all_windows(xs, kh, kw, count, wp).swapaxes(-1, -2)
+            for image in range(g.shape[0]):  # every offset in one product on views: (kh, kw, o, c), weight-sized
+                dw += (g_wide[image] @ windows[image]).transpose(2, 3, 0, 1)
         return dw
 
     return vjp
