@@ -44,6 +44,7 @@ arrays, never on traced values: the backward pass is not recorded.
 """
 
 import builtins
+import itertools
 import math
 import numbers
 
@@ -779,14 +780,9 @@ def _correlate(src, tap, kh, kw, out, stride=1, top=0, left=0, dilation=1):
     wp = stride * (wo - 1) + kw
     for rows in _row_slabs(ho, n * builtins.max(src.shape[1], out.shape[1]) * wp * src.itemsize):
         xs, count = _input_rows(src, rows, stride, kh, wp, top, left, dilation)
-        wide = None
-        for i in range(kh):
-            for j in range(kw):
-                term = product(tap(i, j), _window(xs, i, j, count, wp))
-                if wide is None:
-                    wide = term
-                else:
-                    wide += term
+        wide = product(tap(0, 0), _window(xs, 0, 0, count, wp))
+        for i, j in itertools.islice(itertools.product(range(kh), range(kw)), 1, None):
+            wide += product(tap(i, j), _window(xs, i, j, count, wp))  # (one term alive at a time)
         out[:, :, rows] = _narrow(wide, stride, count, wp, wo)
     return out
 
