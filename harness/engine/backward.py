@@ -4,7 +4,9 @@ What it guarantees, each with the thread or commit it comes from (docs/design.md
 reference engine"):
 
 - only nodes between the loss and a wanted leaf run a VJP (pruning, as candle does);
-  inside a node, only parents that need a gradient get one;
+  inside a node, only parents that need a gradient get one, the smallest first (a
+  conv's weight gradient is made before its input's, which then exists for one VJP
+  less: unet small's tracemalloc peak -1 %);
 - a node's VJP closures, and so its saved arrays, are dropped as soon as it has run,
   and its incoming cotangent as soon as it has been passed on;
 - contributions to one variable are summed as they arrive, into one buffer the pass
@@ -27,6 +29,7 @@ need each node's count of consumers still to deliver.
 
 import collections
 import heapq
+import math
 
 from harness.engine import xp
 from harness.engine.prims import Scatter
@@ -73,6 +76,8 @@ def _run(node, grads, needed, schedule, ledger, consumers):
         ledger.vjp_calls[node.name] += 1
     outgoing = []  # (parent, cotangent, already added into the parent's gradient)
     readers = [i for i, parent in enumerate(parents) if parent is not None and parent in needed]
+    if len(readers) > 1:  # smallest cotangent first (a conv's dw before its dx): the big one exists the shortest
+        readers.sort(key=lambda i: math.prod(parents[i].shape))
     for i in readers:
         parent, vjp = parents[i], vjps[i]
         acc, unview = _accumulator(grads, parent, vjp), None

@@ -44,6 +44,7 @@ arrays, never on traced values: the backward pass is not recorded.
 """
 
 import builtins
+import itertools
 import math
 import numbers
 
@@ -757,25 +758,31 @@ defvjp(logsumexp, _logsumexp_vjp)
 
 @primitive(n_arrays=2)
 def conv2d(x, w, stride=1, padding=0):
-    # Cross-correlation as kh*kw matmuls on the flattened padded image. Flattened with
-    # a row pitch of wp (the padded width), the pixels kernel offset (i, j) sees are one
-    # contiguous window starting at i*wp + j, so each offset is one BLAS call on a view:
-    # no im2col, no per-offset copy. It is made at stride 1 on "wide" rows of wp pixels,
-    # of which the output keeps every stride-th, up to wo. The output rows are done an
-    # eighth at a time, so the padded input and the wide result are slab-sized
-    # transients (the VJPs walk the same slabs).
+    # Cross-correlation as kh*kw matmuls on the flattened padded image (`_correlate`).
     n, c, ho, wo, kh, kw = _conv_geometry(x, w, stride, padding)
     out = xp_of(x, w).empty((n, w.shape[0], ho, wo), dtype=x.dtype)
-    for rows in _row_slabs(ho, _wide_row_bytes(x.shape, w.shape, padding, x.itemsize)):
-        xs, count, wp = _input_rows(x, rows, stride, padding, kh)
-        wide = None
-        for i in range(kh):
-            for j in range(kw):
-                term = product(w[:, :, i, j], _window(xs, i, j, count, wp))
-                if wide is None:
-                    wide = term
-                else:
-                    wide += term
+    return _correlate(x, lambda i, j: w[:, :, i, j], kh, kw, out, stride, padding, padding)
+
+
+def _correlate(src, tap, kh, kw, out, stride=1, top=0, left=0, dilation=1):
+    """out[:, :, y, x] = sum over i, j of tap(i, j) @ padded[:, :, stride y + i, stride x + j],
+    `padded` being `src` (n, C, H, W) with its pixels `dilation` apart, shifted down by
+    `top` rows and right by `left` columns into zeros (negative: cropped). tap(i, j) is
+    an (O, C) matrix; out is (n, O, ho, wo), written and returned.
+
+    Flattened with a row pitch of wp = stride (wo - 1) + kw, the pixels kernel offset
+    (i, j) sees are one contiguous window starting at i*wp + j, so each offset is one
+    BLAS call on a view: no im2col, no per-offset copy. It is made at stride 1 on
+    "wide" rows of wp pixels, of which the output keeps every stride-th, up to wo. The
+    output rows are done an eighth at a time, so the padded rows and the wide result
+    are slab-sized transients (conv2d's weight gradient walks the same slabs)."""
+    n, _, ho, wo = out.shape
+    wp = stride * (wo - 1) + kw
+    for rows in _row_slabs(ho, n * builtins.max(src.shape[1], out.shape[1]) * wp * src.itemsize):
+        xs, count = _input_rows(src, rows, stride, kh, wp, top, left, dilation)
+        wide = product(tap(0, 0), _window(xs, 0, 0, count, wp))
+        for i, j in itertools.islice(itertools.product(range(kh), range(kw)), 1, None):
+            wide += product(tap(i, j), _window(xs, i, j, count, wp))  # (one term alive at a time)
         out[:, :, rows] = _narrow(wide, stride, count, wp, wo)
     return out
 
@@ -804,25 +811,32 @@ def _row_slabs(ho, row_bytes):
     return [slice(y, builtins.min(y + step, ho)) for y in range(0, ho, step)]
 
 
-def _wide_row_bytes(x_shape, w_shape, padding, itemsize):
-    """Bytes of one wide row of a conv's widest transient (padded input or result)."""
-    n, c, _, wd = x_shape
-    return n * builtins.max(c, w_shape[0]) * (wd + 2 * padding) * itemsize
-
-
-def _input_rows(x, rows, stride, padding, kh, xp=None):
+def _input_rows(x, rows, stride, kh, wp, top, left, dilation=1, xp=None):
     """The padded input rows the output `rows` read, flattened: (n, c, (count + kh) * wp),
-    a fresh array. count = the stride-1 rows from the slab's first output row to its
-    last; kh - 1 rows of halo below them and one spare row, which holds the last
-    window's overrun (at most kw - 1 pixels). Also count and wp."""
+    a fresh array, and count, the stride-1 rows from the slab's first output row to its
+    last. Pixel (r, q) of x sits at padded row top + dilation r, column left +
+    dilation q. Below the count rows: kh - 1 rows of halo and one spare row, which
+    holds the last window's overrun (at most kw - 1 pixels)."""
     n, c, h, wd = x.shape
-    first, count, wp = stride * rows.start, stride * (rows.stop - 1 - rows.start) + 1, wd + 2 * padding
+    first, count = stride * rows.start, stride * (rows.stop - 1 - rows.start) + 1
     xs = (xp or xp_of(x)).zeros((n, c, count + kh, wp), dtype=x.dtype)
-    lo, hi = builtins.max(first - padding, 0), builtins.min(first + count + kh - padding, h)  # inside x
-    if lo < hi:
+    # the rows and columns of x that land inside the slab (first .. first + count + kh - 1)
+    lo, hi = _inside(first - top, count + kh - 1, dilation, h)
+    q_lo, q_hi = _inside(-left, wp, dilation, wd)
+    if lo < hi and q_lo < q_hi:
+        d = dilation
         # x may be a saved recipe (a concatenation, an upsampled map): remade a slab at a time
-        xs[:, :, lo + padding - first : hi + padding - first, padding : padding + wd] = input_rows(x, lo, hi)
-    return xs.reshape(n, c, -1), count, wp
+        xs[:, :, top + d * lo - first : top + d * (hi - 1) - first + 1 : d,
+                 left + d * q_lo : left + d * (q_hi - 1) + 1 : d] = input_rows(x, lo, hi)[..., q_lo:q_hi]  # fmt: skip
+    return xs.reshape(n, c, -1), count
+
+
+def _inside(start, length, dilation, size):
+    """The indices [lo, hi) of 0..size-1 whose position dilation * index falls in
+    [start, start + length)."""
+    lo = builtins.max(-(-start // dilation), 0)
+    hi = builtins.min(-(-(start + length) // dilation), size)
+    return lo, builtins.max(lo, hi)
 
 
 def _window(flat, i, j, count, wp):
@@ -858,21 +872,16 @@ def _conv2d_vjp_x(out, x, w, stride=1, padding=0):
     x_shape = x.shape
     w = save(w, "conv2d: x's gradient, the transposed conv of g with w")
 
-    def vjp(g):  # the transposed convolution: each offset adds w_ij^T g back where it read
+    def vjp(g):
+        # The transposed convolution, as a correlation like the forward's: g with its
+        # pixels `stride` apart, shifted by kh - 1 - padding rows (kw - 1 - padding
+        # columns), against the kernel flipped and transposed. Each slab of x's rows is
+        # made whole in turn: nothing is added into a halo twice.
         wv = value(w)
-        (n, c, h, wd), (_, _, kh, kw), p = x_shape, wv.shape, padding
-        wp = wd + 2 * p
-        dpad = xp_of(g).zeros((n, c, h + 2 * p + 1, wp), dtype=g.dtype)  # a spare row for the overrun
-        dflat = dpad.reshape(n, c, -1)
-        for rows in _row_slabs(g.shape[2], _wide_row_bytes(x_shape, wv.shape, p, g.itemsize)):
-            count = stride * (rows.stop - 1 - rows.start) + 1
-            g_wide = _widen(g[:, :, rows], stride, count, wp)
-            at = dflat[..., stride * rows.start * wp :]  # the slab's first padded input row on
-            for i in range(kh):
-                for j in range(kw):
-                    window = _window(at, i, j, count, wp)  # a view of dpad
-                    window += product(wv[:, :, i, j].T, g_wide)
-        return dpad[:, :, p : p + h, p : p + wd]
+        kh, kw = wv.shape[2:]
+        dx = xp_of(g).empty(x_shape, dtype=g.dtype)
+        flipped = lambda i, j: wv[:, :, kh - 1 - i, kw - 1 - j].T
+        return _correlate(g, flipped, kh, kw, dx, 1, kh - 1 - padding, kw - 1 - padding, stride)
 
     return vjp
 
@@ -883,9 +892,11 @@ def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
 
     def vjp(g):  # dw_ij = sum over batch and pixels of g (o, pixels) @ window_ij^T (pixels, c)
         _, _, kh, kw = w_shape
+        wo = g.shape[3]
+        wp = stride * (wo - 1) + kw
         dw = xp_of(g).zeros(w_shape, dtype=g.dtype)
-        for rows in _row_slabs(g.shape[2], _wide_row_bytes(x.shape, w_shape, padding, g.itemsize)):
-            xs, count, wp = _input_rows(x, rows, stride, padding, kh, xp_of(g))
+        for rows in _row_slabs(g.shape[2], g.shape[0] * builtins.max(x.shape[1], w_shape[0]) * wp * g.itemsize):
+            xs, count = _input_rows(x, rows, stride, kh, wp, padding, padding, xp=xp_of(g))
             g_wide = _widen(g[:, :, rows], stride, count, wp)
             windows = _all_windows(xs, kh, kw, count, wp).swapaxes(-1, -2)
             for image in range(g.shape[0]):  # every offset in one product on views: (kh, kw, o, c), weight-sized

@@ -306,6 +306,53 @@ def test_chained_dot_peak_is_the_saved_products_plus_three_buffers_and_tracemall
     assert ledger.live_bytes == loss.nbytes + g.nbytes
 
 
+
+def test_conv2d_input_gradient_holds_x_bytes_plus_one_slab_of_transients():
+    from harness.engine import prims, xp
+
+    n, c, o, h = 2, 16, 8, 64
+    x = rng.standard_normal((n, c, h, h)).astype(np.float32)
+    w = rng.standard_normal((o, c, 3, 3)).astype(np.float32)
+    out = prims.conv2d.forward(x, w, padding=1)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    dx, traced_peak = tracemalloc_peak(prims._conv2d_vjp_x(out, x, w, 1, 1), g)
+    # x's gradient is the correlation of g (padded by kh - 1 - padding) with the flipped
+    # kernel, made a slab of rows at a time straight into an x-shaped array: it holds
+    # x's bytes, no padded buffer kept alive through a view.
+    assert dx.shape == x.shape and xp.owner(dx).nbytes == x.nbytes
+    # Beside it, per slab: the padded rows of g it reads (o channels, rows + kh of wp
+    # pixels) and the wide result and one product term (c channels, rows of wp pixels),
+    # each slab freed before the next is made; NumPy's array objects in the slack.
+    wp = h + 2
+    rows = max(s.stop - s.start for s in prims._row_slabs(h, n * max(c, o) * wp * 4))
+    slab = n * o * (rows + 3) * wp * 4 + 2 * n * c * rows * wp * 4
+    assert x.nbytes <= traced_peak <= x.nbytes + slab + 4096
+
+
+def test_a_node_makes_its_smallest_cotangent_first():
+    # A conv's weight gradient is made before its input's, so the input's (the big one)
+    # is not yet alive while the weight gradient's transients are: the order is the
+    # parents' sizes, smallest first, whatever their argument order.
+    from harness.engine.tape import defvjp, primitive
+
+    made = []
+
+    @primitive(n_arrays=2)
+    def pair(big, small):
+        return big * small.sum()
+
+    def maker(name):
+        def make(out, big, small):
+            shape = big.shape if name == "big" else small.shape
+            return lambda g: made.append(name) or np.ones(shape)
+
+        return make
+
+    defvjp(pair, maker("big"), maker("small"))
+    value_and_grad(lambda a, b: ops.sum(pair(a, b)), argnums=(0, 1))(np.ones((64, 64)), np.ones(4))
+    assert made == ["small", "big"]
+
+
 # ---- 8. backward order: a Linear reused many times (PyTorch PR #4746) --------------------------
 
 
