@@ -778,7 +778,7 @@ def _correlate(src, tap, kh, kw, out, stride=1, top=0, left=0, dilation=1):
     are slab-sized transients (conv2d's weight gradient walks the same slabs)."""
     n, _, ho, wo = out.shape
     wp = stride * (wo - 1) + kw
-    for rows in _row_slabs(ho, n * builtins.max(src.shape[1], out.shape[1]) * wp * src.itemsize):
+    for rows in _row_slabs(ho, _wide_row_bytes(n, src.shape[1], out.shape[1], wp, src.itemsize)):
         xs, count = _input_rows(src, rows, stride, kh, wp, top, left, dilation)
         wide = product(tap(0, 0), _window(xs, 0, 0, count, wp))
         for i, j in itertools.islice(itertools.product(range(kh), range(kw)), 1, None):
@@ -800,6 +800,12 @@ def _conv_geometry(x, w, stride, padding):
     if ho < 1 or wo < 1:
         raise ValueError(f"kernel {w.shape[2:]} is larger than the padded input {x.shape[2:]}")
     return n, c, ho, wo, kh, kw
+
+
+def _wide_row_bytes(n, c_in, c_out, wp, itemsize):
+    """Bytes of one wide row, across the batch, of a conv's widest transient: its padded
+    input rows (c_in channels) or its wide result (c_out), wp pixels each."""
+    return n * builtins.max(c_in, c_out) * wp * itemsize
 
 
 def _row_slabs(ho, row_bytes):
@@ -895,7 +901,7 @@ def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
         wo = g.shape[3]
         wp = stride * (wo - 1) + kw
         dw = xp_of(g).zeros(w_shape, dtype=g.dtype)
-        for rows in _row_slabs(g.shape[2], g.shape[0] * builtins.max(x.shape[1], w_shape[0]) * wp * g.itemsize):
+        for rows in _row_slabs(g.shape[2], _wide_row_bytes(g.shape[0], x.shape[1], w_shape[0], wp, g.itemsize)):
             xs, count = _input_rows(x, rows, stride, kh, wp, padding, padding, xp=xp_of(g))
             g_wide = _widen(g[:, :, rows], stride, count, wp)
             windows = _all_windows(xs, kh, kw, count, wp).swapaxes(-1, -2)

@@ -306,7 +306,6 @@ def test_chained_dot_peak_is_the_saved_products_plus_three_buffers_and_tracemall
     assert ledger.live_bytes == loss.nbytes + g.nbytes
 
 
-
 def test_conv2d_input_gradient_holds_x_bytes_plus_one_slab_of_transients():
     from harness.engine import prims, xp
 
