@@ -5,6 +5,7 @@ import html
 from collections import OrderedDict
 
 from harness import figures, workloads
+from harness.releases import confirm, detect
 from harness.report.fmt import human_bytes
 from harness.report.records import column_rank, workload_rank
 from harness.site import comparisons
@@ -110,7 +111,7 @@ def render(record_sets, missing, releases, history):
     """The front page's HTML.
 
     record_sets: [RecordSet] with pages; missing: [(name, why)] of sets not committed;
-    releases: [(framework, changes, href)]; history: (href or None, text).
+    releases: [(framework, tally, href)] (site.releases.write); history: (href or None, text).
     """
     parts = ["<h1>gradmem observatory</h1>",
              '<p>Everything gradmem has measured, from what the repository holds: the comparison of '
@@ -133,12 +134,20 @@ def render(record_sets, missing, releases, history):
         parts.append(f'<h3>{html.escape(name)}</h3><p class="note">{html.escape(why)}</p>')
 
     parts.append('<h2 id="releases">Releases</h2>')
-    total = sum(n for _, n, _ in releases)
-    parts.append(f'<p>{total} changes found between consecutive releases, beyond each pair\'s run-to-run band: '
-                 '<a href="releases/index.html">all of them, newest first</a>.</p><div class="cards">')
-    for framework, changes, href in releases:
+    def total(key):
+        return sum(tally[key] for _, tally, _ in releases)
+
+    parts.append(f'<p><strong>{total("confirmed")} changes between consecutive releases held when measured '
+                 f'again side by side</strong>, {total("actionable")} of them by at least '
+                 f'{confirm.ACT_RELATIVE:.0%} and {confirm.ACT_BYTES // detect.MIB} MiB (a change a user would act on). '
+                 f'The sweeps flagged {total("flagged")} (a move beyond the pair\'s run-to-run band): '
+                 f'{total("not confirmed")} did not hold side by side, {total("pending")} are not measured side by '
+                 f'side yet, {total("advisory")} are time (advisory). '
+                 '<a href="releases/index.html">All of them, confirmed first</a>.</p><div class="cards">')
+    for framework, tally, href in releases:
         parts.append(f'<div class="card"><h3><a href="{href}">{html.escape(framework)}</a></h3>'
-                     f'<p class="meta">{changes} change{"" if changes == 1 else "s"}</p></div>')
+                     f'<p class="meta">{tally["confirmed"]} confirmed ({tally["actionable"]} to act on) · '
+                     f'{tally["flagged"]} flagged, {tally["pending"]} not yet measured side by side</p></div>')
     parts.append("</div>")
 
     parts.append('<h2 id="reports">Reports</h2><ul>'

@@ -19,7 +19,7 @@ import shutil
 from harness import figures
 from harness.diff import compare, select
 from harness.diff import page as diff_page
-from harness.releases import detect
+from harness.releases import confirm, detect
 from harness.report.records import load as load_records
 from harness.site.layout import page, with_home_link
 
@@ -160,6 +160,18 @@ def _confirmation(change):
             + (f'<br><span class="meta">{html.escape("; ".join(details))}</span>' if details else "") + "</td>")
 
 
+#: the overview's sections: (confirm.by_status group, title, folded)
+SECTIONS = (
+    ("actionable", f"Confirmed changes a user would act on (at least {confirm.ACT_RELATIVE:.0%} and "
+                   f"{confirm.ACT_BYTES // detect.MIB} MiB side by side)", False),
+    ("confirmed", "Other confirmed changes (smaller than that)", False),
+    ("pending", "Flagged by the sweep, not measured side by side yet", True),
+    ("not confirmed", "Flagged by the sweep, did not hold side by side", True),
+    ("failed", "Flagged, the side-by-side run could not measure them", True),
+    ("advisory", "Time (advisory: measured on a shared machine, never confirmed)", True),
+)
+
+
 def render_overview(per_framework, with_page, diffs=None):
     """The overview page; `with_page`: the frameworks whose own page sits beside it;
     `diffs`: {(framework, workload, mode, A, B): href} of the diff pages."""
@@ -171,13 +183,11 @@ def render_overview(per_framework, with_page, diffs=None):
             return html.escape(name)
         return f'<a href="{html.escape(name)}.html{html.escape(anchor)}">{html.escape(name)}</a>'
 
-    links = " · ".join(f"{name_link(name)} ({len(found)})" for name, found in per_framework)
-    rows = []
-    for c in changes:
+    def row(c):
         relative = f" ({c['relative']:+.1%})" if c.get("relative") is not None else ""
         figure = html.escape(c["figure"]) + (" <span class=\"meta\">(advisory: time on a shared machine)</span>"
                                              if c.get("advisory") else "")
-        rows.append(
+        return (
             f'<tr><td>{name_link(c["framework"], "#" + c["workload"] + "-" + c["mode"])}</td>'
             f'<td>{html.escape(c["before_release"])} → <strong>{html.escape(c["release"])}</strong>'
             f'<br><span class="meta">{html.escape(c["uploaded"] or "upload date unknown")}</span></td>'
@@ -187,28 +197,46 @@ def render_overview(per_framework, with_page, diffs=None):
             f'{detect.fmt(c["figure"], c["after"])}{relative}</td>'
             f'<td class="num">{detect.fmt(c["figure"], c["band"])}</td>'
             + _commit(c.get("search")) + _confirmation(c) + _why(c, diffs) + "</tr>")
+
+    def table(group):
+        return ("<table><thead><tr><th>framework</th><th>releases</th><th>cell</th><th>figure</th><th>size</th>"
+                "<th>median before → after</th><th>band</th><th>commit (stage 2)</th><th>confirmation</th>"
+                f"<th>why</th></tr></thead><tbody>{''.join(row(c) for c in group)}</tbody></table>")
+
+    counts = {name: confirm.tally(found).get("all", {}) for name, found in per_framework}
+    links = " · ".join(f"{name_link(name)} ({counts[name].get('confirmed', 0)} confirmed of "
+                       f"{len(found)} flagged)" for name, found in per_framework)
+    groups = confirm.by_status(changes)
+    sections = []
+    for status, title, folded in SECTIONS:
+        group = groups[status]
+        if folded and group:
+            sections.append(f'<details id="{status.replace(" ", "-")}"><summary>{html.escape(title)} '
+                            f'({len(group)})</summary>{table(group)}</details>')
+        elif not folded:
+            sections.append(f'<h2 id="{status}">{html.escape(title)} ({len(group)})</h2>'
+                            + (table(group) if group else '<p class="none">None yet.</p>'))
     body = (
         "<h1>Changes between releases</h1>"
-        f"<p>{len(changes)} changes across {len(per_framework)} frameworks, the release uploaded last first. "
-        "A change: a figure whose median moved between two consecutive releases by more than the band, "
+        f"<p>{len(changes)} changes flagged across {len(per_framework)} frameworks. A flagged change: a "
+        "figure whose median moved between two consecutive releases by more than the band, "
         "the larger spread of the two releases' rounds (at least 256 KiB for memory), with no overlap of "
-        "their rounds (docs/releases.md). Time figures are advisory: measured on a shared machine. "
+        "their rounds (docs/releases.md). A flagged change is listed as a change only once it held when its two "
+        f"releases were measured again side by side ({html.escape(confirm.RULE)}); the confirmed ones lead, "
+        "newest release first, the rest are folded below. Time figures are advisory: measured on a shared machine. "
         "<em>Commit</em>: the first commit of the framework's own history that moved the figure, where "
         "stage 2 (<code>harness bisect --repo</code>) searched; confirmed when the commit before it measured good again. "
-        "<em>Confirmation</em>: a later re-measurement of the change, where one was recorded. "
+        "<em>Confirmation</em>: the side-by-side re-measurement (<code>harness releases --confirm</code>). "
         "<em>Why</em>: <code>harness diff</code> of the two releases' cells (the median round of each by step "
         "peak): the figures, the categories and ops that moved, the environment.</p>"
-        f"<p>Each framework, release by release: {links}</p>"
-        "<table><thead><tr><th>framework</th><th>releases</th><th>cell</th><th>figure</th><th>size</th>"
-        "<th>median before → after</th><th>band</th><th>commit (stage 2)</th><th>confirmation</th>"
-        "<th>why</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>")
+        f"<p>Each framework, release by release: {links}</p>" + "".join(sections))
     return page("gradmem: changes between releases", body, depth=1)
 
 
 def write(releases_dir, out_dir):
-    """out_dir/releases/index.html and the framework pages; returns [(framework, changes, href)]
-    (href from the site's root)."""
+    """out_dir/releases/index.html and the framework pages; returns [(framework, tally, href)]:
+    tally is confirm.tally's count over all figures ("flagged", "confirmed", "actionable",
+    "not confirmed", "pending", ...), href from the site's root."""
     per_framework = load(releases_dir)
     target = os.path.join(out_dir, "releases")
     os.makedirs(target, exist_ok=True)
@@ -221,7 +249,9 @@ def write(releases_dir, out_dir):
             with_home_link(os.path.join(target, f"{framework}.html"), depth=1)
             href = f"releases/{framework}.html"
             with_page.add(framework)
-        listed.append((framework, len(changes), href or "releases/index.html"))
+        tally = dict({"flagged": 0, "actionable": 0, **{status: 0 for status in confirm.STATUSES}},
+                     **confirm.tally(changes).get("all", {}))
+        listed.append((framework, tally, href or "releases/index.html"))
     with open(os.path.join(target, "index.html"), "w", encoding="utf-8") as handle:
         handle.write(render_overview(per_framework, with_page, write_diffs(releases_dir, per_framework, out_dir)))
     return listed

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from harness import cli, workloads
+from harness.releases import confirm
 from harness.site import command, comparisons, releases
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -75,7 +76,7 @@ def test_a_set_that_is_not_committed_is_named_with_its_command(tmp_path):
     assert "No committed CPU small records" in front
     assert "python -m harness run --size small --out results/cpu/small.jsonl" in front
     assert "No committed CPU paper records" in front
-    assert "0 changes found" in front
+    assert "0 changes between consecutive releases held" in front and "The sweeps flagged 0" in front
     # the one record's workload is drawn; the run's missing workloads are named, not hidden
     workload = json.loads(one)["workload"]
     note = re.search(r"no record of ([^(<]*) \(the run did not reach them\)", front).group(1)
@@ -101,7 +102,16 @@ def test_the_overview_lists_every_change_newest_first(site):
     dates = [c["uploaded"] for c in ordered]
     assert dates == sorted(dates, reverse=True)
     page = (site / "releases" / "index.html").read_text()
-    assert page.count("<tr>") == total + 1  # one row per change and the heading
+    tables = page.count("<thead>")
+    assert page.count("<tr>") == total + tables  # one row per change and each table's heading
+    # the confirmed changes lead, open; every other group is folded
+    groups = confirm.by_status(ordered)
+    first_fold = page.index("<details")
+    for status in ("actionable", "confirmed"):
+        for c in groups[status][:3]:
+            assert page.index(f"{c['before_release']} → <strong>{c['release']}</strong>") < first_fold
+    assert f"({len(groups['pending'])})</summary>" in page
+    assert tables == 2 + sum(1 for s in ("pending", "not confirmed", "failed", "advisory") if groups[s])
     # stage 2's commit of tinygrad chained_dot's retained 0.13.0 -> 0.14.0, confirmed
     assert "d1f215d37784 cpu: uop worker (#17133)" in page
     row = next(r for r in page.split("<tr>") if "d1f215d37784" in r)
@@ -125,18 +135,22 @@ def test_the_overview_attaches_commits_files_and_shows_a_confirmation(tmp_path):
                               "before_samples": [1.0], "gradmem": ["b1a5013592b4"]}
     other = dict(change, figure="step_peak", release="3.0.2", before_release="3.0.1")
     other.pop("confirmation")
+    other["actionable"] = False  # as the detector writes a change not yet measured side by side
     document["changes"] = [change, other]
     (releases_dir / "pytensor.changes.json").write_text(json.dumps(document))
     for suffix in ("sweep.json", "commits.json"):
         (releases_dir / f"pytensor.{suffix}").write_bytes((ROOT / "releases" / f"pytensor.{suffix}").read_bytes())
     listed = releases.write(str(releases_dir), str(tmp_path / "site"))
-    assert listed == [("pytensor", 2, "releases/index.html")]  # no pytensor.html here: no link to one
+    [(name, tally, href)] = listed
+    assert (name, href) == ("pytensor", "releases/index.html")  # no pytensor.html here: no link to one
+    # the retained move is confirmed and at least 5 % and 1 MiB: one to act on; the other awaits its run
+    assert (tally["flagged"], tally["confirmed"], tally["pending"]) == (2, 1, 1)
     page = (tmp_path / "site" / "releases" / "index.html").read_text()
-    rows = page.split("<tr>")[2:]
-    assert "3.0.2" in rows[0]  # the newer release first
-    assert "d74c6c20e5ea" in rows[1]  # from pytensor.commits.json
-    assert "<strong>confirmed</strong>" in rows[1] and "-43.0% side by side; p 0.00397; 5 pairs" in rows[1]
-    assert "d74c6c20e5ea" not in rows[0] and "pytensor.html" not in page
+    confirmed, pending = page.split("<details")
+    assert "d74c6c20e5ea" in confirmed  # from pytensor.commits.json
+    assert "<strong>confirmed</strong>" in confirmed and "-43.0% side by side; p 0.00397; 5 pairs" in confirmed
+    assert "3.0.2" in pending and "d74c6c20e5ea" not in pending  # not listed as a change: folded
+    assert "pytensor.html" not in page
 
 
 @pytest.mark.slow  # asv publish over the committed results (~10 s)
