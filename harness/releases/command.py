@@ -322,7 +322,7 @@ def _confirm(adapter, args):
     print(f"{name}: {len(groups)} release pair(s) to confirm side by side ({sum(map(len, groups.values()))} "
           f"flagged change(s), scope {args.confirm_scope}), {args.pairs} pairs each", flush=True)
     runner = side_by_side.SideBySide(out, name, grid.get("size", args.size), grid.get("dtype", args.dtype),
-                                     timeout_s=args.timeout, keep_envs=args.keep_envs)
+                                     timeout_s=args.timeout, keep_envs=args.keep_envs, torch_index=args.torch_index)
     with interrupts.handling():
         try:
             runner.run(groups, args.pairs, args.max_pairs)

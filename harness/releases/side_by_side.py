@@ -83,9 +83,13 @@ def memory_passes(workdir, options):
 
 
 class SideBySide:
-    def __init__(self, out, framework, size, dtype, timeout_s=600.0, keep_envs=False, measure=None, say=print):
+    def __init__(self, out, framework, size, dtype, timeout_s=600.0, keep_envs=False, measure=None, say=print,
+                 torch_index=None):
         self.out, self.framework, self.size, self.dtype = out, framework, size, dtype
         self.timeout_s, self.keep_envs, self.say = timeout_s, keep_envs, say
+        # torch's releases are built only from an index named (`--torch-index`): without
+        # it a release whose environment the sweep pruned would be `unavailable` here
+        self.torch_index = torch_index
         self.measure = measure  # None: memory_passes in a scratch directory
         self.measures = {}  # with/without the prediction -> memory_passes (one runner each: a reference gradient per workload)
         self.path = store.confirm_path(out, framework)
@@ -148,7 +152,8 @@ class SideBySide:
             return 0
         predicted = any(c["figure"] == "predicted" for c in changes)  # the prediction costs a compile a cell
         if self.measure is None and predicted not in self.measures:
-            options = Options(warmup=1, repeat=3, time_budget_s=1.0, timeout_s=self.timeout_s, prediction=predicted)
+            options = Options(warmup=1, repeat=3, time_budget_s=1.0, timeout_s=self.timeout_s, prediction=predicted,
+                              torch_index=self.torch_index)
             self.measures[predicted] = memory_passes(workdir, options)
         measure = self.measure or self.measures[predicted]
         plan = [self.cell(workload, mode, release) for _, release in todo]

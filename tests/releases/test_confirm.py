@@ -257,3 +257,35 @@ def test_an_unavailable_release_stops_its_pair_and_is_measured_again_later(tmp_p
     assert runner.run(groups) == 10  # every pair whole again: 1.8.0 and 1.9.0 side by side
     verdict = confirm.verdict_of(change, runner.held)
     assert verdict["status"] == "confirmed" and verdict["pairs"] == 5
+
+
+def test_torch_confirm_builds_pruned_releases_from_the_index_named(tmp_path, monkeypatch):
+    """The sweep prunes each torch environment after its release; the side-by-side run
+    must build them again from the index `--torch-index` names, as the sweep did
+    (envs.for_version refuses a torch release from no index: every sample would be
+    `unavailable`)."""
+    out = tmp_path / "releases"
+    out.mkdir()
+    planted = []
+    for release, peak in (("2.5.1", 33 * MIB), ("2.6.0", 4 * MIB)):
+        for number in (1, 2):
+            found = fixture_record("shared_linear", "torch", version=release, mode="compiled", release_round=number,
+                                   peak_bytes={"forward": MIB, "backward": peak + number * 1024, "total": peak + number * 1024})
+            found["provenance"]["versions"]["torch"] = release
+            planted.append(found)
+    write_jsonl(out / "torch.jsonl", planted)
+    (out / "torch.envs.json").write_text(json.dumps({r: {"versions": {"torch": r}} for r in ("2.5.1", "2.6.0")}))
+    seen = []
+
+    def passes(workdir, options):
+        seen.append(options.torch_index)
+        return lambda cells: ((cell, dict(planted[0] if cell["version"] == "2.5.1" else planted[2],
+                                          version=cell["version"])) for cell in cells)
+
+    monkeypatch.setattr(side_by_side, "memory_passes", passes)
+    assert cli.main(["releases", "--framework", "torch", "--out", str(out), "--confirm", "--mode", "compiled",
+                     "--torch-index", "pypi"]) == 0
+    assert seen == ["pypi"]  # the measuring workers may build a release from it
+    document = json.loads((out / "torch.changes.json").read_text())
+    [drop] = [c for c in document["changes"] if c["figure"] == "step_peak"]
+    assert drop["confirmation"]["status"] == "confirmed" and drop["confirmation"]["delta"] == -29 * MIB
