@@ -50,6 +50,7 @@ import numbers
 
 import numpy as np
 
+from harness.engine import parallel
 from harness.engine.saving import Rebuilt, input_rows, save, value
 from harness.engine.tape import Var, defvjp, defvjp_argnum, primitive
 from harness.engine.xp import Fused
@@ -778,12 +779,16 @@ def _correlate(src, tap, kh, kw, out, stride=1, top=0, left=0, dilation=1):
     are slab-sized transients (conv2d's weight gradient walks the same slabs)."""
     n, _, ho, wo = out.shape
     wp = stride * (wo - 1) + kw
-    for rows in _row_slabs(ho, _wide_row_bytes(n, src.shape[1], out.shape[1], wp, src.itemsize)):
-        xs, count = _input_rows(src, rows, stride, kh, wp, top, left, dilation)
-        wide = product(tap(0, 0), _window(xs, 0, 0, count, wp))
-        for i, j in itertools.islice(itertools.product(range(kh), range(kw)), 1, None):
-            wide += product(tap(i, j), _window(xs, i, j, count, wp))  # (one term alive at a time)
-        out[:, :, rows] = _narrow(wide, stride, count, wp, wo)
+
+    def walk(slabs):  # the slabs one thread takes
+        for rows in slabs:
+            xs, count = _input_rows(src, rows, stride, kh, wp, top, left, dilation)
+            wide = product(tap(0, 0), _window(xs, 0, 0, count, wp))
+            for i, j in itertools.islice(itertools.product(range(kh), range(kw)), 1, None):
+                wide += product(tap(i, j), _window(xs, i, j, count, wp))  # (one term alive at a time)
+            out[:, :, rows] = _narrow(wide, stride, count, wp, wo)
+
+    _walk_row_slabs(walk, xp_of(out), ho, _wide_row_bytes(n, src.shape[1], out.shape[1], wp, src.itemsize))
     return out
 
 
@@ -808,13 +813,25 @@ def _wide_row_bytes(n, c_in, c_out, wp, itemsize):
     return n * builtins.max(c_in, c_out) * wp * itemsize
 
 
-def _row_slabs(ho, row_bytes):
+def _row_slabs(ho, row_bytes, threads=1):
     """The output rows in at most SLABS slices, each with at least MIN_SLAB_BYTES bytes
     of wide rows (`row_bytes` per row across the batch): a small conv makes fewer BLAS
-    calls (9 per slab and pass) for transients that stay under a few slabs' bytes."""
-    count = builtins.max(1, builtins.min(SLABS, ho * row_bytes // MIN_SLAB_BYTES))
+    calls (9 per slab and pass) for transients that stay under a few slabs' bytes.
+    With `threads` walking them at once, slabs 1/threads that size: the slabs in
+    flight together hold what one serial slab did."""
+    count = builtins.max(1, builtins.min(SLABS * threads, ho * row_bytes * threads // MIN_SLAB_BYTES))
     step = -(-ho // count)
     return [slice(y, builtins.min(y + step, ho)) for y in range(0, ho, step)]
+
+
+def _walk_row_slabs(walk, xp, ho, row_bytes):
+    """[walk(slabs)] for each thread that took part: `slabs` an iterator over the
+    output rows' slabs, shared between parallel.count() threads for NumPy arrays (each
+    thread takes the next slab when it is done with one), one thread's for CuPy's."""
+    threads = parallel.count() if xp is np else 1
+    if threads == 1:
+        return [walk(iter(_row_slabs(ho, row_bytes)))]
+    return parallel.run_shared(walk, _row_slabs(ho, row_bytes, threads))
 
 
 def _input_rows(x, rows, stride, kh, wp, top, left, dilation=1, xp=None):
@@ -900,13 +917,22 @@ def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
         _, _, kh, kw = w_shape
         wo = g.shape[3]
         wp = stride * (wo - 1) + kw
-        dw = xp_of(g).zeros(w_shape, dtype=g.dtype)
-        for rows in _row_slabs(g.shape[2], _wide_row_bytes(g.shape[0], x.shape[1], w_shape[0], wp, g.itemsize)):
-            xs, count = _input_rows(x, rows, stride, kh, wp, padding, padding, xp=xp_of(g))
-            g_wide = _widen(g[:, :, rows], stride, count, wp)
-            windows = _all_windows(xs, kh, kw, count, wp).swapaxes(-1, -2)
-            for image in range(g.shape[0]):  # every offset in one product on views: (kh, kw, o, c), weight-sized
-                dw += (g_wide[image] @ windows[image]).transpose(2, 3, 0, 1)
+        xp = xp_of(g)
+
+        def walk(slabs):  # the slabs one thread takes: its part of dw
+            dw = xp.zeros(w_shape, dtype=g.dtype)
+            for rows in slabs:
+                xs, count = _input_rows(x, rows, stride, kh, wp, padding, padding, xp=xp)
+                g_wide = _widen(g[:, :, rows], stride, count, wp)
+                windows = _all_windows(xs, kh, kw, count, wp).swapaxes(-1, -2)
+                for image in range(g.shape[0]):  # every offset in one product on views: (kh, kw, o, c), weight-sized
+                    dw += (g_wide[image] @ windows[image]).transpose(2, 3, 0, 1)
+            return dw
+
+        row_bytes = _wide_row_bytes(g.shape[0], x.shape[1], w_shape[0], wp, g.itemsize)
+        dw, *others = _walk_row_slabs(walk, xp, g.shape[2], row_bytes)
+        for part in others:
+            dw += part
         return dw
 
     return vjp
