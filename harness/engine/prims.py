@@ -777,18 +777,28 @@ def _correlate(src, tap, kh, kw, out, stride=1, top=0, left=0, dilation=1):
     "wide" rows of wp pixels, of which the output keeps every stride-th, up to wo. The
     output rows are done an eighth at a time, so the padded rows and the wide result
     are slab-sized transients (conv2d's weight gradient walks the same slabs)."""
-    n, _, ho, wo = out.shape
+    n, o, ho, wo = out.shape
     wp = stride * (wo - 1) + kw
+    xp = xp_of(out)
+    # (offset of the window in the flat padded rows, tap matrix) per kernel offset;
+    # a one-channel tap is an outer product: a broadcast multiply (see `product`)
+    (first, tap0), *taps = [(i * wp + j, tap(i, j)) for i, j in itertools.product(range(kh), range(kw))]
+    times = xp.multiply if tap0.shape[-1] == 1 else xp.matmul
 
     def walk(slabs):  # the slabs one thread takes
+        term = None
         for rows in slabs:
             xs, count = _input_rows(src, rows, stride, kh, wp, top, left, dilation)
-            wide = product(tap(0, 0), _window(xs, 0, 0, count, wp))
-            for i, j in itertools.islice(itertools.product(range(kh), range(kw)), 1, None):
-                wide += product(tap(i, j), _window(xs, i, j, count, wp))  # (one term alive at a time)
+            span = count * wp
+            wide = times(tap0, xs[..., first : first + span])
+            if term is None or term.shape != wide.shape:
+                term = xp.empty_like(wide)  # each offset's product, made into one buffer and added
+            for offset, t in taps:
+                wide += times(t, xs[..., offset : offset + span], out=term)
             out[:, :, rows] = _narrow(wide, stride, count, wp, wo)
+            del xs, wide  # before the next slab's are made: term is the one buffer kept
 
-    _walk_row_slabs(walk, xp_of(out), ho, _wide_row_bytes(n, src.shape[1], out.shape[1], wp, src.itemsize))
+    _walk_row_slabs(walk, xp, ho, _wide_row_bytes(n, src.shape[1], o, wp, src.itemsize))
     return out
 
 
