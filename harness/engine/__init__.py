@@ -23,7 +23,7 @@ predicted peak of a chain under a plan), testing (check_grads), demo (the figure
 `python -m harness.engine`).
 """
 
-from harness.engine import ops, parallel, remat
+from harness.engine import ops, remat
 from harness.engine.api import grad, value_and_grad, vjp
 from harness.engine.backward import ORDERS
 from harness.engine.ledger import Ledger

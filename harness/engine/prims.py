@@ -50,7 +50,6 @@ import numbers
 
 import numpy as np
 
-from harness.engine import parallel
 from harness.engine.saving import Rebuilt, input_rows, save, value
 from harness.engine.tape import Var, defvjp, defvjp_argnum, primitive
 from harness.engine.xp import Fused
@@ -785,20 +784,17 @@ def _correlate(src, tap, kh, kw, out, stride=1, top=0, left=0, dilation=1):
     (first, tap0), *taps = [(i * wp + j, tap(i, j)) for i, j in itertools.product(range(kh), range(kw))]
     times = xp.multiply if tap0.shape[-1] == 1 else xp.matmul
 
-    def walk(slabs):  # the slabs one thread takes
-        term = None
-        for rows in slabs:
-            xs, count = _input_rows(src, rows, stride, kh, wp, top, left, dilation)
-            span = count * wp
-            wide = times(tap0, xs[..., first : first + span])
-            if term is None or term.shape != wide.shape:
-                term = xp.empty_like(wide)  # each offset's product, made into one buffer and added
-            for offset, t in taps:
-                wide += times(t, xs[..., offset : offset + span], out=term)
-            out[:, :, rows] = _narrow(wide, stride, count, wp, wo)
-            del xs, wide  # before the next slab's are made: term is the one buffer kept
-
-    _walk_row_slabs(walk, xp, ho, _wide_row_bytes(n, src.shape[1], o, wp, src.itemsize))
+    term = None
+    for rows in _row_slabs(ho, _wide_row_bytes(n, src.shape[1], o, wp, src.itemsize)):
+        xs, count = _input_rows(src, rows, stride, kh, wp, top, left, dilation)
+        span = count * wp
+        wide = times(tap0, xs[..., first : first + span])
+        if term is None or term.shape != wide.shape:
+            term = xp.empty_like(wide)  # each offset's product, made into one buffer and added
+        for offset, t in taps:
+            wide += times(t, xs[..., offset : offset + span], out=term)
+        out[:, :, rows] = _narrow(wide, stride, count, wp, wo)
+        del xs, wide  # before the next slab's are made: term is the one buffer kept
     return out
 
 
@@ -823,25 +819,13 @@ def _wide_row_bytes(n, c_in, c_out, wp, itemsize):
     return n * builtins.max(c_in, c_out) * wp * itemsize
 
 
-def _row_slabs(ho, row_bytes, threads=1):
+def _row_slabs(ho, row_bytes):
     """The output rows in at most SLABS slices, each with at least MIN_SLAB_BYTES bytes
     of wide rows (`row_bytes` per row across the batch): a small conv makes fewer BLAS
-    calls (9 per slab and pass) for transients that stay under a few slabs' bytes.
-    With `threads` walking them at once, slabs 1/threads that size: the slabs in
-    flight together hold what one serial slab did."""
-    count = builtins.max(1, builtins.min(SLABS * threads, ho * row_bytes * threads // MIN_SLAB_BYTES))
+    calls (9 per slab and pass) for transients that stay under a few slabs' bytes."""
+    count = builtins.max(1, builtins.min(SLABS, ho * row_bytes // MIN_SLAB_BYTES))
     step = -(-ho // count)
     return [slice(y, builtins.min(y + step, ho)) for y in range(0, ho, step)]
-
-
-def _walk_row_slabs(walk, xp, ho, row_bytes):
-    """[walk(slabs)] for each thread that took part: `slabs` an iterator over the
-    output rows' slabs, shared between parallel.count() threads for NumPy arrays (each
-    thread takes the next slab when it is done with one), one thread's for CuPy's."""
-    threads = parallel.count() if xp is np else 1
-    if threads == 1:
-        return [walk(iter(_row_slabs(ho, row_bytes)))]
-    return parallel.run_shared(walk, _row_slabs(ho, row_bytes, threads))
 
 
 def _input_rows(x, rows, stride, kh, wp, top, left, dilation=1, xp=None):
@@ -870,11 +854,6 @@ def _inside(start, length, dilation, size):
     lo = builtins.max(-(-start // dilation), 0)
     hi = builtins.min(-(-(start + length) // dilation), size)
     return lo, builtins.max(lo, hi)
-
-
-def _window(flat, i, j, count, wp):
-    """The flat pixels kernel offset (i, j) sees for `count` wide rows: a view."""
-    return flat[..., i * wp + j : i * wp + j + count * wp]
 
 
 def _all_windows(flat, kh, kw, count, wp):
@@ -927,22 +906,13 @@ def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
         _, _, kh, kw = w_shape
         wo = g.shape[3]
         wp = stride * (wo - 1) + kw
-        xp = xp_of(g)
-
-        def walk(slabs):  # the slabs one thread takes: its part of dw
-            dw = xp.zeros(w_shape, dtype=g.dtype)
-            for rows in slabs:
-                xs, count = _input_rows(x, rows, stride, kh, wp, padding, padding, xp=xp)
-                g_wide = _widen(g[:, :, rows], stride, count, wp)
-                windows = _all_windows(xs, kh, kw, count, wp).swapaxes(-1, -2)
-                for image in range(g.shape[0]):  # every offset in one product on views: (kh, kw, o, c), weight-sized
-                    dw += (g_wide[image] @ windows[image]).transpose(2, 3, 0, 1)
-            return dw
-
-        row_bytes = _wide_row_bytes(g.shape[0], x.shape[1], w_shape[0], wp, g.itemsize)
-        dw, *others = _walk_row_slabs(walk, xp, g.shape[2], row_bytes)
-        for part in others:
-            dw += part
+        dw = xp_of(g).zeros(w_shape, dtype=g.dtype)
+        for rows in _row_slabs(g.shape[2], _wide_row_bytes(g.shape[0], x.shape[1], w_shape[0], wp, g.itemsize)):
+            xs, count = _input_rows(x, rows, stride, kh, wp, padding, padding, xp=xp_of(g))
+            g_wide = _widen(g[:, :, rows], stride, count, wp)
+            windows = _all_windows(xs, kh, kw, count, wp).swapaxes(-1, -2)
+            for image in range(g.shape[0]):  # every offset in one product on views: (kh, kw, o, c), weight-sized
+                dw += (g_wide[image] @ windows[image]).transpose(2, 3, 0, 1)
         return dw
 
     return vjp

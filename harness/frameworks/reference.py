@@ -74,11 +74,8 @@ class ReferenceAdapter(Adapter):
         from harness.frameworks.autograd import fix_numpy_blas_threads
 
         self._settings = fix_numpy_blas_threads()
-        # conv2d's slab loops on as many threads as every framework gets (engine/parallel.py)
-        engine.parallel.set_count(self._settings["threads"])
         self._settings.update(
-            {"reference.order": self.order, "reference.ledger": _LEDGER_SETTING[self.track_memory], "reference.remat": remat,
-             "reference.slab_threads": engine.parallel.count()}
+            {"reference.order": self.order, "reference.ledger": _LEDGER_SETTING[self.track_memory], "reference.remat": remat}
         )
         self.device = device
         self.ops = engine.ops

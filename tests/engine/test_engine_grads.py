@@ -224,17 +224,14 @@ def test_a_borrowed_cotangent_is_never_written_in_place():
         np.testing.assert_allclose(value_and_grad(f, order=order)(x)[1], expected, rtol=1e-12)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", [n for n in CASES if "conv2d" in n or "matmul" in n or "chain" in n])
-def test_gradients_slab_by_slab(name, threads, monkeypatch):
+def test_gradients_slab_by_slab(name, monkeypatch):
     # The test cases are small enough for one slab; a conv at paper size walks its rows
     # in several (prims._row_slabs), a shared weight's gradient adds each contribution
-    # in several (prims.add_matmul). Force those paths with a tiny minimum slab; with 2
-    # threads a conv's rows are shared between them (engine/parallel.py).
-    from harness.engine import parallel, prims
+    # in several (prims.add_matmul). Force those paths with a tiny minimum slab.
+    from harness.engine import prims
 
     monkeypatch.setattr(prims, "MIN_SLAB_BYTES", 1)
-    monkeypatch.setattr(parallel, "_count", threads)
     fn, args = CASES[name]
     check_grads(functools.partial(fn, ops), *args)
     np.testing.assert_allclose(fn(ops, *args), fn(NUMPY, *args), rtol=1e-12, atol=1e-12)

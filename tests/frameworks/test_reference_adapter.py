@@ -112,21 +112,6 @@ def test_ledger_options():
     assert ref.settings()["reference.order"] == "heap" and ref.settings()["threads"] >= 1
 
 
-def test_conv_slab_threads_are_the_harness_thread_count(monkeypatch):
-    # Every framework gets the harness's thread count; the engine's second thread is
-    # conv2d's slab loops (engine/parallel.py), as torch's is its convolutions.
-    from harness.engine import parallel
-
-    before = parallel.count()
-    try:
-        for count in (1, 3):
-            monkeypatch.setenv("GRADMEM_THREADS", str(count))
-            ref = frameworks.get("reference").load("cpu", "eager")
-            assert parallel.count() == count == ref.settings()["reference.slab_threads"] == ref.settings()["threads"]
-    finally:
-        parallel.set_count(before)
-
-
 def test_unknown_order_mode_and_device_list_the_choices():
     from harness.frameworks.reference import ReferenceAdapter
 
