@@ -283,9 +283,33 @@ def _sigmoid_numpy(x, out=None):
 _sigmoid = Fused("sigmoid", ("x",), "(tanh(x * 0.5) + 1) * 0.5", _sigmoid_numpy)
 
 
-@primitive(writes_into=lambda x, out: xp_of(x).maximum(x, 0, out=out))
+def _relu_into(x, out=None):
+    """max(x, 0) into `out` (a new array if None). NumPy's maximum against the scalar 0
+    (a stride-0 operand) is 2-3x slower than against a contiguous row of zeros (unet's
+    (2, 8, 64, 64) maps: 20 -> 8 us; a (4096, 256) float32 array: 310 -> 140 us), so a
+    contiguous x is taken as rows of ZERO_ROW elements against one cached row: the same
+    ufunc, the same numbers (NaN kept)."""
+    xp = xp_of(x)
+    if type(x) is not np.ndarray:  # a CuPy array, a NumPy scalar
+        return xp.maximum(x, 0, out=out)
+    if out is None:
+        out = np.empty_like(x)
+    if x.size % ZERO_ROW == 0 and x.flags.c_contiguous and out.flags.c_contiguous:
+        zeros = _zero_rows.get(x.dtype)
+        if zeros is None:
+            zeros = _zero_rows[x.dtype] = np.zeros(ZERO_ROW, dtype=x.dtype)
+        np.maximum(x.reshape(-1, ZERO_ROW), zeros, out=out.reshape(-1, ZERO_ROW))
+        return out
+    return np.maximum(x, 0, out=out)
+
+
+ZERO_ROW = 256  # elements: rows this long take NumPy's contiguous loop, the cached rows stay tiny
+_zero_rows = {}  # dtype -> a ZERO_ROW row of zeros
+
+
+@primitive(writes_into=_relu_into)
 def relu(x):
-    return xp_of(x).maximum(x, 0)
+    return _relu_into(x)
 
 
 # sin and cos are remakeable: one transcendental per element is cheap beside keeping
