@@ -931,12 +931,16 @@ def _conv2d_vjp_w(out, x, w, stride=1, padding=0):
         wo = g.shape[3]
         wp = stride * (wo - 1) + kw
         dw = xp_of(g).zeros(w_shape, dtype=g.dtype)
+        wide_input = x.shape[1] > w_shape[0]
         for rows in _row_slabs(g.shape[2], _wide_row_bytes(g.shape[0], x.shape[1], w_shape[0], wp, g.itemsize)):
             xs, count = _input_rows(x, rows, stride, kh, wp, padding, padding, xp=xp_of(g))
             g_wide = _widen(g[:, :, rows], stride, count, wp)
-            windows = _all_windows(xs, kh, kw, count, wp).swapaxes(-1, -2)
-            for image in range(g.shape[0]):  # every offset in one product on views: (kh, kw, o, c), weight-sized
-                dw += (g_wide[image] @ windows[image]).transpose(2, 3, 0, 1)
+            windows = _all_windows(xs, kh, kw, count, wp)
+            for image in range(g.shape[0]):  # every offset in one product on views, weight-sized
+                if wide_input:  # (kh, kw, c, o): BLAS runs ~10 % faster with the wider operand first
+                    dw += (windows[image] @ g_wide[image].T).transpose(3, 2, 0, 1)
+                else:  # (kh, kw, o, c)
+                    dw += (g_wide[image] @ windows[image].swapaxes(-1, -2)).transpose(2, 3, 0, 1)
         return dw
 
     return vjp
