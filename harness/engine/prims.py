@@ -50,7 +50,7 @@ import numbers
 
 import numpy as np
 
-from harness.engine.saving import Rebuilt, input_rows, save, value
+from harness.engine.saving import Rebuilt, copy_rows, input_rows, save, value
 from harness.engine.tape import Var, defvjp, defvjp_argnum, primitive
 from harness.engine.xp import Fused
 from harness.engine.xp import array_module as xp_of
@@ -866,9 +866,14 @@ def _input_rows(x, rows, stride, kh, wp, top, left, dilation=1, xp=None):
     q_lo, q_hi = _inside(-left, wp, dilation, wd)
     if lo < hi and q_lo < q_hi:
         d = dilation
-        # x may be a saved recipe (a concatenation, an upsampled map): remade a slab at a time
-        xs[:, :, top + d * lo - first : top + d * (hi - 1) - first + 1 : d,
-                 left + d * q_lo : left + d * (q_hi - 1) + 1 : d] = input_rows(x, lo, hi)[..., q_lo:q_hi]  # fmt: skip
+        inside = xs[:, :, top + d * lo - first : top + d * (hi - 1) - first + 1 : d,
+                          left + d * q_lo : left + d * (q_hi - 1) + 1 : d]  # fmt: skip
+        # x may be a saved recipe (a concatenation, an upsampled map): remade a slab at a
+        # time, straight into the slab where every column lands in it
+        if q_lo == 0 and q_hi == wd:
+            copy_rows(x, lo, hi, inside)
+        else:
+            inside[...] = input_rows(x, lo, hi)[..., q_lo:q_hi]
     return xs.reshape(n, c, -1), count
 
 
