@@ -158,6 +158,31 @@ class Rebuilt:
             return self.prim.forward(src, s)[:, :, lo - first * s : hi - first * s]
         return self.value()[:, :, lo:hi]
 
+    def rows_into(self, lo, hi, dest):
+        """``dest[...] = rows(lo, hi)``, written straight into `dest` (a conv's padded
+        input slab, full width) where the recipe allows: a channel concatenation part by
+        part, an upsampled map by its scale*scale strided views, so that the slab's
+        rows are not made first and copied after."""
+        name, params = self.prim.name, self.params
+        if name == "concat" and params.get("axis", 0) % 4 == 1:
+            start = 0
+            for v in self.operands:
+                copy_rows(v, lo, hi, dest[:, start : start + v.shape[1]])
+                start += v.shape[1]
+            return
+        if name == "upsample2d":
+            s = self.extra[0] if self.extra else params.get("scale", 2)
+            first = lo // s
+            src = input_rows(self.operands[0], first, -(-hi // s))  # the source rows, 1/s^2 the bytes
+            for a in range(s):  # dest row k is map row lo + k, source row (lo + k) // s
+                k0 = (a - lo) % s  # dest's first row with (lo + k) % s == a
+                if k0 < hi - lo:
+                    rows = src[:, :, (lo + k0) // s - first :][:, :, : len(range(k0, hi - lo, s))]
+                    for b in range(s):
+                        dest[:, :, k0::s, b::s] = rows
+            return
+        dest[...] = self.rows(lo, hi)
+
     def parts(self, axis):
         """[(start, stop, part)] if this is a concatenation along `axis`, else None;
         a part that is itself such a concatenation is given as its own parts."""
@@ -175,6 +200,15 @@ class Rebuilt:
 def input_rows(x, lo, hi):
     """``x[:, :, lo:hi]`` of a saved NCHW map, remade for that slab only if need be."""
     return x.rows(lo, hi) if type(x) is Rebuilt else x[:, :, lo:hi]
+
+
+def copy_rows(x, lo, hi, dest):
+    """``dest[...] = x[:, :, lo:hi]`` of a saved NCHW map; a recipe writes its rows
+    straight into dest (`Rebuilt.rows_into`)."""
+    if type(x) is Rebuilt:
+        x.rows_into(lo, hi, dest)
+    else:
+        dest[...] = x[:, :, lo:hi]
 
 
 def value(saved):

@@ -157,6 +157,12 @@ def fix_numpy_blas_threads(count=None):
                 setter(ctypes.c_int(count))
                 found["numpy.blas"] = os.path.basename(path)
                 found["numpy.blas_threads"] = int(getter())
+                # the kernels OpenBLAS runs: its CPU detection, or $OPENBLAS_CORETYPE where
+                # set (Haswell's AVX2 kernels on an AVX-512 CPU take ~1.4x the time)
+                corename = getattr(lib, f"{prefix}_get_corename{suffix}", None)
+                if corename is not None:
+                    corename.restype = ctypes.c_char_p
+                    found["numpy.blas_core"] = corename().decode()
                 return found
     return found
 

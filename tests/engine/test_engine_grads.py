@@ -135,6 +135,24 @@ def test_relu_gradient_is_zero_at_zero():
     np.testing.assert_array_equal(g, [0.0, 0.0, 1.0])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, layout", [((2, 8, 64, 64), "contiguous"), ((3, 1000), "contiguous"),
+                                           ((64, 512), "transposed"), ((4, 256), "into itself")])
+def test_relu_forward_is_numpys_maximum_with_zero_whatever_the_layout(dtype, shape, layout):
+    # relu takes a contiguous array of whole rows against a cached row of zeros (faster
+    # than the scalar 0); the numbers must be maximum's, NaN, -0.0 and infinities included.
+    from harness.engine import prims
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    x.flat[:6] = [np.nan, -0.0, 0.0, np.inf, -np.inf, -1e-30]
+    x = x.T if layout == "transposed" else x
+    expected = np.maximum(x, 0)
+    got = prims._relu_into(x, out=x) if layout == "into itself" else prims.relu.forward(x)
+    assert got.dtype == dtype and got.shape == expected.shape and (got.base is None or got is x)
+    np.testing.assert_array_equal(got, expected)
+    assert np.array_equal(np.signbit(got), np.signbit(expected))  # the same zero where x was -0.0
+
+
 @pytest.mark.parametrize("stride, padding", [(1, 0), (1, 1), (2, 1)])
 def test_conv2d_pool_and_upsample_agree_with_torch(stride, padding):
     torch = pytest.importorskip("torch")

@@ -648,3 +648,26 @@ def test_a_value_still_reachable_is_never_written_over():
     h = a @ b.T
     expected = h.sum() + np.exp(h * 0.01).sum() + np.tanh(h + 1).sum() + h[:, 0].sum() - h.sum()
     np.testing.assert_allclose(value, expected, rtol=1e-5)
+
+
+def test_a_recipe_writes_a_slab_of_its_rows_straight_into_a_conv_slab():
+    # A conv reading a concatenation or an upsampled map kept as a recipe remakes each
+    # slab of rows into the slab's padded buffer directly (saving.copy_rows): the same
+    # numbers as the whole map's rows, for every first row (upsampling's phase) and a
+    # destination that is a strided view, as the padded buffer's inside is.
+    from harness.engine import prims
+    from harness.engine.saving import Rebuilt, copy_rows
+
+    src = rng.standard_normal((2, 3, 5, 4))
+    other = rng.standard_normal((2, 2, 10, 8))
+    up = Rebuilt(prims.upsample2d, [src], (2,), {}, (2, 3, 10, 8), src.dtype)
+    up_kw = Rebuilt(prims.upsample2d, [src], (), {"scale": 2}, (2, 3, 10, 8), src.dtype)
+    cat = Rebuilt(prims._concat, [up, other], (), {"axis": 1}, (2, 5, 10, 8), src.dtype)
+    for recipe in (up, up_kw, cat):
+        whole = recipe.value()
+        for lo in range(10):
+            for hi in range(lo + 1, 11):
+                padded = np.full((2, recipe.shape[1], hi - lo + 3, 8 + 2), np.nan)
+                copy_rows(recipe, lo, hi, padded[:, :, 1 : hi - lo + 1, 1:9])
+                np.testing.assert_array_equal(padded[:, :, 1 : hi - lo + 1, 1:9], whole[:, :, lo:hi])
+                assert np.isnan(padded[:, :, 0]).all() and np.isnan(padded[..., 0]).all()  # nothing outside

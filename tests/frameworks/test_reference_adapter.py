@@ -112,6 +112,24 @@ def test_ledger_options():
     assert ref.settings()["reference.order"] == "heap" and ref.settings()["threads"] >= 1
 
 
+def test_settings_name_the_blas_kernels_numpy_runs():
+    # OpenBLAS picks its kernels from the CPU, or from $OPENBLAS_CORETYPE where that is
+    # set (before NumPy loads: the worker's environment); the record says which ran.
+    import ctypes
+    import glob
+    import os
+
+    import numpy
+
+    libs = glob.glob(os.path.join(os.path.dirname(numpy.__file__) + ".libs", "lib*openblas*.so*"))
+    if not libs or not hasattr(ctypes.CDLL(libs[0]), "scipy_openblas_get_corename64_"):
+        pytest.skip("NumPy without its bundled scipy-openblas")
+    lib = ctypes.CDLL(libs[0])
+    lib.scipy_openblas_get_corename64_.restype = ctypes.c_char_p
+    ref = frameworks.get("reference").load("cpu", "eager")
+    assert ref.settings()["numpy.blas_core"] == lib.scipy_openblas_get_corename64_().decode() != ""
+
+
 def test_unknown_order_mode_and_device_list_the_choices():
     from harness.frameworks.reference import ReferenceAdapter
 
