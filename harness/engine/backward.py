@@ -31,6 +31,8 @@ import collections
 import heapq
 import math
 
+from numpy import ndarray
+
 from harness.engine import xp
 from harness.engine.prims import Scatter
 from harness.engine.tape import Leaf
@@ -78,20 +80,27 @@ def _run(node, grads, needed, schedule, ledger, consumers):
     readers = [i for i, parent in enumerate(parents) if parent is not None and parent in needed]
     if len(readers) > 1:  # smallest cotangent first (a conv's dw before its dx): the big one exists the shortest
         readers.sort(key=lambda i: math.prod(parents[i].shape))
+    last = readers[-1] if readers else None
     for i in readers:
         parent, vjp = parents[i], vjps[i]
-        acc, unview = _accumulator(grads, parent, vjp), None
-        if acc is None and getattr(vjp, "adds_into", False):
-            parent, acc, unview = _through_view(grads, parent, consumers, ledger)
-        if i == readers[-1] and _reusable(g, g_owned, vjp, outgoing):
+        acc = unview = None
+        if getattr(vjp, "adds_into", False):
+            entry = grads.get(parent)  # the parent's gradient so far, if the pass owns it
+            if entry is not None and entry[1]:
+                acc = entry[0]
+            else:
+                parent, acc, unview = _through_view(grads, parent, consumers, ledger)
+        if i == last and g_owned and getattr(vjp, "reuses_g", False) and _unshared(g, outgoing):
             ct = vjp(g, into=g)  # g's last reader writes its cotangent over g
         elif acc is not None:
             ct = vjp(g, add_to=acc)  # added into the parent's gradient, if it could
         else:
-            ct = _as_array(vjp(g), g)
+            ct = vjp(g)
+            if type(ct) is not ndarray:
+                ct = _as_array(ct, g)
         if unview is not None and ct is not acc:
             ct = unview(ct)  # made whole after all: passed on as the view's VJP would
-        if ledger is not None and not isinstance(ct, Scatter):
+        if ledger is not None and type(ct) is not Scatter:
             ledger.track(ct, "backward:" + node.name)  # before the release: both were live
         vjps[i] = vjp = None  # this closure's saved arrays can go now
         outgoing.append((parent, ct, acc is not None and ct is acc))
@@ -104,10 +113,11 @@ def _run(node, grads, needed, schedule, ledger, consumers):
         parent, ct, added = outgoing.pop()
         first = parent not in grads
         if not added:
-            _check_cotangent(node, parent, ct)
+            if ct.shape != parent.shape or ct.dtype != parent.dtype:
+                _cotangent_mismatch(node, parent, ct)
             grads[parent] = _accumulate(grads.get(parent), ct, owned.pop(), ledger)
         del ct
-        if not isinstance(parent, Leaf):
+        if type(parent) is not Leaf:
             schedule.delivered(parent, first)
 
 
@@ -186,15 +196,6 @@ def _as_array(ct, g):
     return xp.array_module(g).asarray(ct)  # NumPy turns 0-d results into scalars
 
 
-def _accumulator(grads, parent, vjp):
-    """The gradient accumulated so far for `parent`, if the pass owns it and `vjp` can
-    add its cotangent into it (prims.adds_into); else None."""
-    entry = grads.get(parent)
-    if entry is None or not entry[1] or not getattr(vjp, "adds_into", False):
-        return None
-    return entry[0]
-
-
 def _through_view(grads, parent, consumers, ledger):
     """(node, accumulator, the view's VJP) for a cotangent of `parent`: `parent`, None,
     None; or, where `parent` is a view (its VJP has `input_view`) read by this node only
@@ -220,20 +221,21 @@ def _through_view(grads, parent, consumers, ledger):
     return source, acc, view
 
 
-def _reusable(g, g_owned, vjp, outgoing):
-    """May `vjp` write its cotangent into g's buffer? Only if the VJP is elementwise in
-    g (prims.reuses_g), the pass owns g, and no cotangent made already shares g's
+def _unshared(g, outgoing):
+    """May a VJP write its cotangent into g's buffer (the pass owns g, the VJP is
+    elementwise in g: prims.reuses_g)? Only if no cotangent made already shares g's
     buffer (add passes g itself on; getitem a Scatter of it)."""
-    if not (g_owned and getattr(vjp, "reuses_g", False)):
-        return False
     mine = xp.owner(g)
-    return all(xp.owner(ct.values if isinstance(ct, Scatter) else ct) is not mine for _, ct, _ in outgoing)
+    return all(xp.owner(ct.values if type(ct) is Scatter else ct) is not mine for _, ct, _ in outgoing)
 
 
 def _ownership(cts, g, g_owned):
     """Which cotangents may be written in place: a buffer no other cotangent shares,
     that is not the incoming one unless that was owned, and that is not a broadcast."""
-    ids = [None if isinstance(ct, Scatter) else id(xp.owner(ct)) for ct in cts]
+    if len(cts) == 1:  # (most nodes) no other cotangent to share a buffer with
+        ct = cts[0]
+        return [type(ct) is not Scatter and (g_owned or xp.owner(ct) is not xp.owner(g)) and xp.is_exclusive_view(ct)]
+    ids = [None if type(ct) is Scatter else id(xp.owner(ct)) for ct in cts]
     g_id = id(xp.owner(g))
     return [
         i is not None and ids.count(i) == 1 and (i != g_id or g_owned) and xp.is_exclusive_view(ct)
@@ -267,12 +269,11 @@ def _accumulate(previous, ct, owned, ledger):
     return acc, True
 
 
-def _check_cotangent(node, parent, ct):
-    if ct.shape != parent.shape or ct.dtype != parent.dtype:
-        raise RuntimeError(
-            f"the VJP of {node.name} returned a {ct.dtype}{tuple(ct.shape)} cotangent for an "
-            f"input of {parent.dtype}{tuple(parent.shape)}"
-        )
+def _cotangent_mismatch(node, parent, ct):
+    raise RuntimeError(
+        f"the VJP of {node.name} returned a {ct.dtype}{tuple(ct.shape)} cotangent for an "
+        f"input of {parent.dtype}{tuple(parent.shape)}"
+    )
 
 
 def _result(entry, ledger):
