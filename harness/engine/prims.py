@@ -50,6 +50,7 @@ import numbers
 
 import numpy as np
 
+from harness.engine.blas import add_product
 from harness.engine.saving import Rebuilt, input_rows, save, value
 from harness.engine.tape import Var, defvjp, defvjp_argnum, primitive
 from harness.engine.xp import Fused
@@ -468,12 +469,14 @@ def product(left, right):
 
 
 def add_matmul(acc, left, right):
-    """acc += left @ right, an eighth of the product at a time: BLAS's C += A B, which
-    NumPy's matmul does not expose, with a slab as the transient instead of the whole
-    product (fewer slabs, none under MIN_SLAB_BYTES, for a small product: one call per
-    slab costs more than the transient saves). Slabs of columns unless the product is
-    taller than wide (with 2 OpenBLAS threads, slabs of a square product's rows ran 2-5x
-    slower than slabs of columns)."""
+    """acc += left @ right: BLAS's C += A B, one gemm with beta = 1 where NumPy's BLAS
+    is at hand (blas.py: no transient at all). Else an eighth of the product at a time,
+    a slab as the transient instead of the whole product (fewer slabs, none under
+    MIN_SLAB_BYTES, for a small product: one call per slab costs more than the transient
+    saves). Slabs of columns unless the product is taller than wide (with 2 OpenBLAS
+    threads, slabs of a square product's rows ran 2-5x slower than slabs of columns)."""
+    if add_product(acc, left, right):
+        return acc
     count = builtins.max(1, builtins.min(SLABS, acc.nbytes // MIN_SLAB_BYTES))
     if count == 1:
         acc += product(left, right)
