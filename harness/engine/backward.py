@@ -30,6 +30,7 @@ need each node's count of consumers still to deliver.
 import collections
 import heapq
 import math
+import operator
 
 from numpy import ndarray
 
@@ -124,23 +125,27 @@ def _run(node, grads, needed, schedule, ledger, consumers):
 def _plan(root, wanted):
     """The nodes from which a wanted leaf can be reached (walking from the root), and
     for each of them how many edges from other such nodes point at it."""
-    reaches = {}
-    stack = [root]
-    while stack:  # iterative post-order: chains can be far deeper than Python's stack
-        node = stack[-1]
-        if node in reaches:
-            stack.pop()
+    order, seen = [root], {root}
+    for node in order:  # (grows as it is walked) every node the root depends on
+        for parent in node.parents:
+            if parent is not None and parent not in seen:
+                seen.add(parent)
+                order.append(parent)
+    # A node is made after its parents, so in creation order every node comes after
+    # the nodes it reads: one pass decides, parents first, which nodes reach a wanted leaf.
+    order.sort(key=operator.attrgetter("seq"))
+    needed = set()
+    pending = collections.Counter()
+    for node in order:
+        if node in wanted:
+            needed.add(node)
             continue
-        todo = [p for p in node.parents if p is not None and p not in reaches]
-        if todo:
-            stack.extend(todo)
-            continue
-        stack.pop()
-        reaches[node] = node in wanted or any(reaches[p] for p in node.parents if p is not None)
-    needed = {node for node, ok in reaches.items() if ok}
-    pending = collections.Counter(
-        p for node in needed for p in node.parents if p in needed and not isinstance(p, Leaf)
-    )
+        reads = [parent for parent in node.parents if parent in needed]
+        if reads:
+            needed.add(node)
+            for parent in reads:
+                if type(parent) is not Leaf:
+                    pending[parent] += 1
     return needed, pending
 
 
