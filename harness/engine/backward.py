@@ -106,20 +106,34 @@ def _run(node, grads, needed, schedule, ledger, consumers):
         vjps[i] = vjp = None  # this closure's saved arrays can go now
         outgoing.append((parent, ct, acc is not None and ct is acc))
     del vjps
+    if len(outgoing) == 1:  # (most nodes) one cotangent, which no sibling can share a buffer with
+        parent, ct, added = outgoing.pop()
+        owned = not added and type(ct) is not Scatter and (g_owned or xp.owner(ct) is not xp.owner(g)) \
+            and xp.is_exclusive_view(ct)  # fmt: skip
+        del g
+        _deliver(node, parent, ct, added, owned, grads, schedule, ledger)
+        return
     owned = _ownership([ct for _, ct, added in outgoing if not added], g, g_owned)
     del g  # from here the incoming cotangent lives on only through `outgoing`
     owned.reverse()
     outgoing.reverse()
     while outgoing:  # popped one by one: each cotangent goes once it is accumulated
         parent, ct, added = outgoing.pop()
-        first = parent not in grads
-        if not added:
-            if ct.shape != parent.shape or ct.dtype != parent.dtype:
-                _cotangent_mismatch(node, parent, ct)
-            grads[parent] = _accumulate(grads.get(parent), ct, owned.pop(), ledger)
+        _deliver(node, parent, ct, added, not added and owned.pop(), grads, schedule, ledger)
         del ct
-        if type(parent) is not Leaf:
-            schedule.delivered(parent, first)
+
+
+def _deliver(node, parent, ct, added, owned, grads, schedule, ledger):
+    """Accumulate `ct` into `parent`'s gradient (unless the VJP `added` it already) and
+    tell the schedule; `owned`: may the pass write into ct's buffer."""
+    first = parent not in grads
+    if not added:
+        if ct.shape != parent.shape or ct.dtype != parent.dtype:
+            _cotangent_mismatch(node, parent, ct)
+        grads[parent] = _accumulate(grads.get(parent), ct, owned, ledger)
+    del ct
+    if type(parent) is not Leaf:
+        schedule.delivered(parent, first)
 
 
 def _plan(root, wanted):
@@ -237,9 +251,6 @@ def _unshared(g, outgoing):
 def _ownership(cts, g, g_owned):
     """Which cotangents may be written in place: a buffer no other cotangent shares,
     that is not the incoming one unless that was owned, and that is not a broadcast."""
-    if len(cts) == 1:  # (most nodes) no other cotangent to share a buffer with
-        ct = cts[0]
-        return [type(ct) is not Scatter and (g_owned or xp.owner(ct) is not xp.owner(g)) and xp.is_exclusive_view(ct)]
     ids = [None if type(ct) is Scatter else id(xp.owner(ct)) for ct in cts]
     g_id = id(xp.owner(g))
     return [
