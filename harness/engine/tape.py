@@ -419,6 +419,8 @@ def _check_operands(prim, values, n):
                     f"expected an array{'' if prim.structural else ' or a Python float/int'}"
                 )
             continue
+        if value.dtype is dtype:  # (NumPy's dtypes are singletons: most operands end here)
+            continue
         if value.dtype.kind not in kinds:
             wanted = "real" if prim.structural else "floating (float16, float32, float64)"
             raise TypeError(
