@@ -723,18 +723,8 @@ def _softmax_vjp(out, x, axis=-1):
     return vjp
 
 
-def _softmax_times_g_numpy(x, lse, g, out=None):
-    p = np.subtract(x, lse, out=out)
-    np.exp(p, out=p)
-    p *= g
-    return p
-
-
-_softmax_times_g = Fused("softmax_times_g", ("x", "lse", "g"), "exp(x - lse) * g", _softmax_times_g_numpy)
-
-
 def _logsumexp_vjp(out, x, axis=-1, keepdims=False):
-    # Saves x, not its output: each slab's logsumexp is made again from x (a reduction
+    # Saves x, not its output: each slab's softmax is made again from x (a reduction
     # over rows the slab holds whole), so no (rows, 1) array is kept for the backward.
     keep, axes, shape = kept_shape(x.shape, axis), normalize_axes(axis, x.ndim), x.shape
     x = save(x, "logsumexp: g exp(x - logsumexp(x))")
@@ -742,8 +732,13 @@ def _logsumexp_vjp(out, x, axis=-1, keepdims=False):
     def vjp(g, add_to=None):
         xv, gk = value(x), g.reshape(keep)
 
-        def softmax_times_g(b):  # exp(x - logsumexp(x)) * g on the slab b, in one buffer
-            return _softmax_times_g(xv[b], _logsumexp_kept(xv[b], axes), gk[b])
+        def softmax_times_g(b):
+            # exp(x - logsumexp(x)) g on the slab b, in one buffer: p = exp(x - max), then
+            # p g / sum(p), so x is exponentiated once, not twice (logsumexp, then softmax)
+            p = xv[b] - _finite_max(xv[b], axes)
+            xp_of(p).exp(p, out=p)
+            p *= gk[b] / p.sum(axis=axes, keepdims=True)
+            return p
 
         if add_to is None:
             return softmax_times_g(Ellipsis)
