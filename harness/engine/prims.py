@@ -450,11 +450,13 @@ def _matmul_vjp_b(out, a, b):
 def product_cotangent(left, right, shape, add_to):
     """``left @ right`` as the cotangent of an operand of `shape` (summed over the batch
     dimensions broadcasting added). With `add_to`, the gradient accumulated so far for
-    that operand, and no broadcast to undo, it is added into add_to a slab of rows at a
-    time, so the contribution never exists whole (BLAS's C += A B, which NumPy's matmul
-    does not expose). Returns add_to, or a fresh array."""
-    product_shape = np.broadcast_shapes(left.shape[:-2], right.shape[:-2]) + (left.shape[-2], right.shape[-1])
-    if add_to is None or product_shape != shape:
+    that operand, and no broadcast to undo, it is added into add_to (add_matmul: one
+    gemm, or a slab at a time), so the contribution never exists whole. Returns add_to,
+    or a fresh array."""
+    if add_to is None:
+        return unbroadcast(product(left, right), shape)
+    batch = () if left.ndim == right.ndim == 2 else np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
+    if batch + (left.shape[-2], right.shape[-1]) != shape:
         return unbroadcast(product(left, right), shape)
     return add_matmul(add_to, left, right)
 
