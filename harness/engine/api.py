@@ -95,6 +95,7 @@ def value_and_grad(f, argnums=0, order="heap", ledger=None):
     def value_and_grad_f(*args):
         value, backward = vjp(f, *args, argnums=argnums, order=order, ledger=ledger)
         if value.size != 1:
+            del backward  # (unrun: the collector resumes now, not when the traceback goes)
             raise ValueError(
                 f"value_and_grad: f must return a scalar to be differentiated, got an "
                 f"array of shape {tuple(value.shape)} (use vjp and pass backward a cotangent)"

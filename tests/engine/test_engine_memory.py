@@ -504,6 +504,9 @@ def test_the_collector_is_paused_from_forward_to_backward_and_resumes_however_th
     with pytest.raises(ValueError):
         backward_fn()  # a non-scalar output needs a seed
     assert gc.isenabled()
+    with pytest.raises(ValueError) as raised:
+        value_and_grad(lambda x: ops.mul(x, 2.0))(positive(3))  # not a scalar
+    assert gc.isenabled(), raised  # (the traceback still held)
     # nested passes: the collector resumes with the last one
     _, first = vjp(f, problem.params)
     _, second = vjp(f, problem.params)
