@@ -64,9 +64,9 @@ def _mark_saved(array, why):
             _saved[key] = weakref.ref(base, functools.partial(_forget, key))
         except TypeError:  # an array type without weak references: never counted as saved
             pass
-    traces = _tape._traces
-    if traces and traces[-1][0] is not None:
-        traces[-1][0].note_saved(base, why)
+    ledger = _tape.current_ledger()
+    if ledger is not None:
+        ledger.note_saved(base, why)
 
 
 def _forget(key, _):
