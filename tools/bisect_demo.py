@@ -53,9 +53,9 @@ PLANT_NEW = """    # PLANTED REGRESSION (tools/bisect_demo.py): in-place accumul
 # A VJP that can add its cotangent straight into the parent's running gradient does so
 # (`add_to`, since #16): without this second plant the lines above are never reached
 # for W, and the plant changes nothing (measured: 2.9 MiB step peak either way).
-PLANT_ADD_TO_OLD = """        acc, unview = _accumulator(grads, parent, vjp), None
+PLANT_ADD_TO_OLD = """                acc = entry[0]
 """
-PLANT_ADD_TO_NEW = """        acc, unview = None, None  # PLANTED REGRESSION (tools/bisect_demo.py): no add-into
+PLANT_ADD_TO_NEW = """                acc = None  # PLANTED REGRESSION (tools/bisect_demo.py): no add-into
 """
 PLANTS = {"PLANT_OLD": (PLANT_OLD, PLANT_NEW), "PLANT_ADD_TO_OLD": (PLANT_ADD_TO_OLD, PLANT_ADD_TO_NEW)}
 SWEEP_ENV = {

@@ -9,14 +9,15 @@ It does what the issue threads found the big frameworks getting wrong (docs/desi
 VJPs save only what they need and only for inputs that need a gradient; saved arrays
 and cotangents go as soon as they have been used; an elementwise VJP writes over the
 cotangent it consumes and a shared weight's later contributions are added into its
-gradient a slab at a time; nodes that lead to no requested variable never run; float32
-stays float32; and the ledger counts every buffer it holds, views once. docs/engine.md
-says what each saved and transient byte is for.
+gradient by one gemm with beta = 1 (a slab at a time where no CBLAS is at hand); nodes
+that lead to no requested variable never run; float32 stays float32; and the ledger
+counts every buffer it holds, views once. docs/engine.md says what each saved and
+transient byte is for.
 
 Modules, one job each: xp (NumPy or CuPy), ledger (live bytes), tape (traced values,
-nodes, primitives), prims (every primitive with its VJP), ops (the op set),
-backward (the reverse pass and its schedules), api (vjp, value_and_grad),
-remat (the checkpoint and chain ops and the plan they follow: none, sqrt/native,
+nodes, primitives), prims (every primitive with its VJP), blas (C += A @ B in one
+gemm), ops (the op set), backward (the reverse pass and its schedules), api (vjp,
+value_and_grad), remat (the checkpoint and chain ops and the plan they follow: none, sqrt/native,
 revolve:S, articulation), remat_revolve (binomial checkpointing of a chain),
 remat_articulation (snapshots at the graph's separators), remat_simulate (the
 predicted peak of a chain under a plan), testing (check_grads), demo (the figures:

@@ -5,9 +5,9 @@ each array becomes a leaf `Var`, `f` runs traced, and `backward` walks the recor
 graph from the loss. Other arguments are passed through untouched and never traced.
 """
 
-import contextlib
 import functools
 import gc
+import weakref
 
 from harness.engine import xp
 from harness.engine.backward import backward as backward_pass
@@ -21,7 +21,9 @@ def vjp(f, *args, argnums=0, order="heap", ledger=None):
     ``backward(seed=None)`` returns the gradients of args[argnums] (one item if
     `argnums` is an int, else a tuple; a dict argument gets a dict). The seed defaults
     to 1 for a scalar loss; a non-scalar output needs an explicit cotangent. The
-    recorded graph is released by the first call, so `backward` runs once.
+    recorded graph is released by the first call, so `backward` runs once. Python's
+    cyclic collector is paused from the forward pass until `backward` has run, or has
+    been dropped unrun (`collector_paused`).
     """
     check_order(order)
     argnums, single = _normalize_argnums(argnums, len(args))
@@ -31,8 +33,13 @@ def vjp(f, *args, argnums=0, order="heap", ledger=None):
     zeros = xp.array_module(*_arrays(args[i] for i in argnums)).zeros
     if ledger is not None:
         ledger.mark("forward")
-    with tracing(ledger, order=order), collector_paused():
-        out = f(*boxed)
+    resume = collector_paused()
+    try:
+        with tracing(ledger, order=order):
+            out = f(*boxed)
+    except BaseException:
+        resume()
+        raise
     del boxed
     if type(out) is Var:
         value, root = out.value, out.node
@@ -40,6 +47,7 @@ def vjp(f, *args, argnums=0, order="heap", ledger=None):
         value, root = xp.array_module(out).asarray(out), None
     del out
     if value.dtype.kind != "f":
+        resume()
         raise TypeError(f"vjp: f must return a floating array, got {value.dtype}")
     graph = [root]
 
@@ -49,14 +57,14 @@ def vjp(f, *args, argnums=0, order="heap", ledger=None):
         root = graph.pop()
         if ledger is not None:
             ledger.mark("backward")
-        seed = _seed(seed, value, ledger)
         flat = [(i, key, leaf) for i in argnums for key, leaf in _items(leaves[i])]
-        if root is None:
-            grads = [None] * len(flat)
-        else:
-            with collector_paused():
-                grads = backward_pass(root, seed, [leaf for _, _, leaf in flat], order, ledger)
-        del root, seed
+        try:
+            seed = _seed(seed, value, ledger)
+            grads = [None] * len(flat) if root is None else \
+                backward_pass(root, seed, [leaf for _, _, leaf in flat], order, ledger)  # fmt: skip
+        finally:
+            root = seed = None  # the graph is gone before the collector may run again
+            resume()
         result = {i: {} if isinstance(leaves[i], dict) else None for i in argnums}
         for (i, key, leaf), g in zip(flat, grads):
             if g is None:
@@ -71,6 +79,7 @@ def vjp(f, *args, argnums=0, order="heap", ledger=None):
             ledger.mark("done")
         return result[argnums[0]] if single else tuple(result[i] for i in argnums)
 
+    resume = weakref.finalize(backward, resume)  # (dropped unrun: the collector resumes then)
     return value, backward
 
 
@@ -86,6 +95,7 @@ def value_and_grad(f, argnums=0, order="heap", ledger=None):
     def value_and_grad_f(*args):
         value, backward = vjp(f, *args, argnums=argnums, order=order, ledger=ledger)
         if value.size != 1:
+            del backward  # (unrun: the collector resumes now, not when the traceback goes)
             raise ValueError(
                 f"value_and_grad: f must return a scalar to be differentiated, got an "
                 f"array of shape {tuple(value.shape)} (use vjp and pass backward a cotangent)"
@@ -101,23 +111,37 @@ def grad(f, argnums=0, order="heap", ledger=None):
     return functools.wraps(f)(lambda *args: value_and_grad_f(*args)[1])
 
 
-@contextlib.contextmanager
+_pauses = [0, False]  # passes holding the collector off now; was it on before the first?
+
+
 def collector_paused():
-    """Python's cyclic garbage collector off while the engine traces or runs a backward
-    pass, as it was after. The engine makes no reference cycles: every buffer is freed
-    by reference counting the moment its last holder lets go, so pausing frees nothing
-    later (tests/engine/test_engine_memory.py). But a step of small arrays makes
-    thousands of objects (nodes, closures, recipes), and the collector would walk them
-    every 700 allocations: 8 % of seq2seq_attention's step at small. Cycles the
-    caller's own code makes are collected once the pass is over."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+    """Pause Python's cyclic garbage collector for one pass, forward to backward; returns
+    the function that ends the pause (once; later calls do nothing). The collector
+    runs again when no pass holds it, if it ran before the first.
+
+    The engine makes no reference cycles: every buffer is freed by reference counting
+    the moment its last holder lets go, so pausing frees nothing later
+    (tests/engine/test_engine_memory.py). But a step of small arrays makes thousands
+    of objects (nodes, closures, recipes): the collector would walk them every 700
+    allocations while the pass runs (8 % of seq2seq_attention's step at small), and
+    once more, the whole graph, at the first allocation after a pause that ended with
+    the forward pass (~2 ms, 10 % of that step). Cycles the caller's own code makes are
+    collected once the pass is over."""
+    if _pauses[0] == 0:
+        _pauses[1] = gc.isenabled()
+        gc.disable()
+    _pauses[0] += 1
+    done = []
+
+    def resume():
+        if done:
+            return
+        done.append(True)
+        _pauses[0] -= 1
+        if _pauses[0] == 0 and _pauses[1]:
+            gc.enable()
+
+    return resume
 
 
 def _normalize_argnums(argnums, nargs):

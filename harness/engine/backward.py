@@ -30,6 +30,9 @@ need each node's count of consumers still to deliver.
 import collections
 import heapq
 import math
+import operator
+
+from numpy import ndarray
 
 from harness.engine import xp
 from harness.engine.prims import Scatter
@@ -78,59 +81,85 @@ def _run(node, grads, needed, schedule, ledger, consumers):
     readers = [i for i, parent in enumerate(parents) if parent is not None and parent in needed]
     if len(readers) > 1:  # smallest cotangent first (a conv's dw before its dx): the big one exists the shortest
         readers.sort(key=lambda i: math.prod(parents[i].shape))
+    last = readers[-1] if readers else None
     for i in readers:
         parent, vjp = parents[i], vjps[i]
-        acc, unview = _accumulator(grads, parent, vjp), None
-        if acc is None and getattr(vjp, "adds_into", False):
-            parent, acc, unview = _through_view(grads, parent, consumers, ledger)
-        if i == readers[-1] and _reusable(g, g_owned, vjp, outgoing):
+        acc = unview = None
+        if getattr(vjp, "adds_into", False):
+            entry = grads.get(parent)  # the parent's gradient so far, if the pass owns it
+            if entry is not None and entry[1]:
+                acc = entry[0]
+            else:
+                parent, acc, unview = _through_view(grads, parent, consumers, ledger)
+        if i == last and g_owned and getattr(vjp, "reuses_g", False) and _unshared(g, outgoing):
             ct = vjp(g, into=g)  # g's last reader writes its cotangent over g
         elif acc is not None:
             ct = vjp(g, add_to=acc)  # added into the parent's gradient, if it could
         else:
-            ct = _as_array(vjp(g), g)
+            ct = vjp(g)
+            if type(ct) is not ndarray:
+                ct = _as_array(ct, g)
         if unview is not None and ct is not acc:
             ct = unview(ct)  # made whole after all: passed on as the view's VJP would
-        if ledger is not None and not isinstance(ct, Scatter):
+        if ledger is not None and type(ct) is not Scatter:
             ledger.track(ct, "backward:" + node.name)  # before the release: both were live
         vjps[i] = vjp = None  # this closure's saved arrays can go now
         outgoing.append((parent, ct, acc is not None and ct is acc))
     del vjps
+    if len(outgoing) == 1:  # (most nodes) one cotangent, which no sibling can share a buffer with
+        parent, ct, added = outgoing.pop()
+        owned = not added and type(ct) is not Scatter and (g_owned or xp.owner(ct) is not xp.owner(g)) \
+            and xp.is_exclusive_view(ct)  # fmt: skip
+        del g
+        _deliver(node, parent, ct, added, owned, grads, schedule, ledger)
+        return
     owned = _ownership([ct for _, ct, added in outgoing if not added], g, g_owned)
     del g  # from here the incoming cotangent lives on only through `outgoing`
     owned.reverse()
     outgoing.reverse()
     while outgoing:  # popped one by one: each cotangent goes once it is accumulated
         parent, ct, added = outgoing.pop()
-        first = parent not in grads
-        if not added:
-            _check_cotangent(node, parent, ct)
-            grads[parent] = _accumulate(grads.get(parent), ct, owned.pop(), ledger)
+        _deliver(node, parent, ct, added, not added and owned.pop(), grads, schedule, ledger)
         del ct
-        if not isinstance(parent, Leaf):
-            schedule.delivered(parent, first)
+
+
+def _deliver(node, parent, ct, added, owned, grads, schedule, ledger):
+    """Accumulate `ct` into `parent`'s gradient (unless the VJP `added` it already) and
+    tell the schedule; `owned`: may the pass write into ct's buffer."""
+    first = parent not in grads
+    if not added:
+        if ct.shape != parent.shape or ct.dtype != parent.dtype:
+            _cotangent_mismatch(node, parent, ct)
+        grads[parent] = _accumulate(grads.get(parent), ct, owned, ledger)
+    del ct
+    if type(parent) is not Leaf:
+        schedule.delivered(parent, first)
 
 
 def _plan(root, wanted):
     """The nodes from which a wanted leaf can be reached (walking from the root), and
     for each of them how many edges from other such nodes point at it."""
-    reaches = {}
-    stack = [root]
-    while stack:  # iterative post-order: chains can be far deeper than Python's stack
-        node = stack[-1]
-        if node in reaches:
-            stack.pop()
+    order, seen = [root], {root}
+    for node in order:  # (grows as it is walked) every node the root depends on
+        for parent in node.parents:
+            if parent is not None and parent not in seen:
+                seen.add(parent)
+                order.append(parent)
+    # A node is made after its parents, so in creation order every node comes after
+    # the nodes it reads: one pass decides, parents first, which nodes reach a wanted leaf.
+    order.sort(key=operator.attrgetter("seq"))
+    needed = set()
+    pending = collections.Counter()
+    for node in order:
+        if node in wanted:
+            needed.add(node)
             continue
-        todo = [p for p in node.parents if p is not None and p not in reaches]
-        if todo:
-            stack.extend(todo)
-            continue
-        stack.pop()
-        reaches[node] = node in wanted or any(reaches[p] for p in node.parents if p is not None)
-    needed = {node for node, ok in reaches.items() if ok}
-    pending = collections.Counter(
-        p for node in needed for p in node.parents if p in needed and not isinstance(p, Leaf)
-    )
+        reads = [parent for parent in node.parents if parent in needed]
+        if reads:
+            needed.add(node)
+            for parent in reads:
+                if type(parent) is not Leaf:
+                    pending[parent] += 1
     return needed, pending
 
 
@@ -186,15 +215,6 @@ def _as_array(ct, g):
     return xp.array_module(g).asarray(ct)  # NumPy turns 0-d results into scalars
 
 
-def _accumulator(grads, parent, vjp):
-    """The gradient accumulated so far for `parent`, if the pass owns it and `vjp` can
-    add its cotangent into it (prims.adds_into); else None."""
-    entry = grads.get(parent)
-    if entry is None or not entry[1] or not getattr(vjp, "adds_into", False):
-        return None
-    return entry[0]
-
-
 def _through_view(grads, parent, consumers, ledger):
     """(node, accumulator, the view's VJP) for a cotangent of `parent`: `parent`, None,
     None; or, where `parent` is a view (its VJP has `input_view`) read by this node only
@@ -220,20 +240,18 @@ def _through_view(grads, parent, consumers, ledger):
     return source, acc, view
 
 
-def _reusable(g, g_owned, vjp, outgoing):
-    """May `vjp` write its cotangent into g's buffer? Only if the VJP is elementwise in
-    g (prims.reuses_g), the pass owns g, and no cotangent made already shares g's
+def _unshared(g, outgoing):
+    """May a VJP write its cotangent into g's buffer (the pass owns g, the VJP is
+    elementwise in g: prims.reuses_g)? Only if no cotangent made already shares g's
     buffer (add passes g itself on; getitem a Scatter of it)."""
-    if not (g_owned and getattr(vjp, "reuses_g", False)):
-        return False
     mine = xp.owner(g)
-    return all(xp.owner(ct.values if isinstance(ct, Scatter) else ct) is not mine for _, ct, _ in outgoing)
+    return all(xp.owner(ct.values if type(ct) is Scatter else ct) is not mine for _, ct, _ in outgoing)
 
 
 def _ownership(cts, g, g_owned):
     """Which cotangents may be written in place: a buffer no other cotangent shares,
     that is not the incoming one unless that was owned, and that is not a broadcast."""
-    ids = [None if isinstance(ct, Scatter) else id(xp.owner(ct)) for ct in cts]
+    ids = [None if type(ct) is Scatter else id(xp.owner(ct)) for ct in cts]
     g_id = id(xp.owner(g))
     return [
         i is not None and ids.count(i) == 1 and (i != g_id or g_owned) and xp.is_exclusive_view(ct)
@@ -267,12 +285,11 @@ def _accumulate(previous, ct, owned, ledger):
     return acc, True
 
 
-def _check_cotangent(node, parent, ct):
-    if ct.shape != parent.shape or ct.dtype != parent.dtype:
-        raise RuntimeError(
-            f"the VJP of {node.name} returned a {ct.dtype}{tuple(ct.shape)} cotangent for an "
-            f"input of {parent.dtype}{tuple(parent.shape)}"
-        )
+def _cotangent_mismatch(node, parent, ct):
+    raise RuntimeError(
+        f"the VJP of {node.name} returned a {ct.dtype}{tuple(ct.shape)} cotangent for an "
+        f"input of {parent.dtype}{tuple(parent.shape)}"
+    )
 
 
 def _result(entry, ledger):

@@ -50,6 +50,7 @@ import numbers
 
 import numpy as np
 
+from harness.engine.blas import add_product
 from harness.engine.saving import Rebuilt, copy_rows, input_rows, save, value
 from harness.engine.tape import Var, defvjp, defvjp_argnum, primitive
 from harness.engine.xp import Fused
@@ -473,11 +474,13 @@ def _matmul_vjp_b(out, a, b):
 def product_cotangent(left, right, shape, add_to):
     """``left @ right`` as the cotangent of an operand of `shape` (summed over the batch
     dimensions broadcasting added). With `add_to`, the gradient accumulated so far for
-    that operand, and no broadcast to undo, it is added into add_to a slab of rows at a
-    time, so the contribution never exists whole (BLAS's C += A B, which NumPy's matmul
-    does not expose). Returns add_to, or a fresh array."""
-    product_shape = np.broadcast_shapes(left.shape[:-2], right.shape[:-2]) + (left.shape[-2], right.shape[-1])
-    if add_to is None or product_shape != shape:
+    that operand, and no broadcast to undo, it is added into add_to (add_matmul: one
+    gemm, or a slab at a time), so the contribution never exists whole. Returns add_to,
+    or a fresh array."""
+    if add_to is None:
+        return unbroadcast(product(left, right), shape)
+    batch = () if left.ndim == right.ndim == 2 else np.broadcast_shapes(left.shape[:-2], right.shape[:-2])
+    if batch + (left.shape[-2], right.shape[-1]) != shape:
         return unbroadcast(product(left, right), shape)
     return add_matmul(add_to, left, right)
 
@@ -492,12 +495,14 @@ def product(left, right):
 
 
 def add_matmul(acc, left, right):
-    """acc += left @ right, an eighth of the product at a time: BLAS's C += A B, which
-    NumPy's matmul does not expose, with a slab as the transient instead of the whole
-    product (fewer slabs, none under MIN_SLAB_BYTES, for a small product: one call per
-    slab costs more than the transient saves). Slabs of columns unless the product is
-    taller than wide (with 2 OpenBLAS threads, slabs of a square product's rows ran 2-5x
-    slower than slabs of columns)."""
+    """acc += left @ right: BLAS's C += A B, one gemm with beta = 1 where NumPy's BLAS
+    is at hand (blas.py: no transient at all). Else an eighth of the product at a time,
+    a slab as the transient instead of the whole product (fewer slabs, none under
+    MIN_SLAB_BYTES, for a small product: one call per slab costs more than the transient
+    saves). Slabs of columns unless the product is taller than wide (with 2 OpenBLAS
+    threads, slabs of a square product's rows ran 2-5x slower than slabs of columns)."""
+    if add_product(acc, left, right):
+        return acc
     count = builtins.max(1, builtins.min(SLABS, acc.nbytes // MIN_SLAB_BYTES))
     if count == 1:
         acc += product(left, right)
@@ -744,18 +749,8 @@ def _softmax_vjp(out, x, axis=-1):
     return vjp
 
 
-def _softmax_times_g_numpy(x, lse, g, out=None):
-    p = np.subtract(x, lse, out=out)
-    np.exp(p, out=p)
-    p *= g
-    return p
-
-
-_softmax_times_g = Fused("softmax_times_g", ("x", "lse", "g"), "exp(x - lse) * g", _softmax_times_g_numpy)
-
-
 def _logsumexp_vjp(out, x, axis=-1, keepdims=False):
-    # Saves x, not its output: each slab's logsumexp is made again from x (a reduction
+    # Saves x, not its output: each slab's softmax is made again from x (a reduction
     # over rows the slab holds whole), so no (rows, 1) array is kept for the backward.
     keep, axes, shape = kept_shape(x.shape, axis), normalize_axes(axis, x.ndim), x.shape
     x = save(x, "logsumexp: g exp(x - logsumexp(x))")
@@ -763,8 +758,13 @@ def _logsumexp_vjp(out, x, axis=-1, keepdims=False):
     def vjp(g, add_to=None):
         xv, gk = value(x), g.reshape(keep)
 
-        def softmax_times_g(b):  # exp(x - logsumexp(x)) * g on the slab b, in one buffer
-            return _softmax_times_g(xv[b], _logsumexp_kept(xv[b], axes), gk[b])
+        def softmax_times_g(b):
+            # exp(x - logsumexp(x)) g on the slab b, in one buffer: p = exp(x - max), then
+            # p g / sum(p), so x is exponentiated once, not twice (logsumexp, then softmax)
+            p = xv[b] - _finite_max(xv[b], axes)
+            xp_of(p).exp(p, out=p)
+            p *= gk[b] / p.sum(axis=axes, keepdims=True)
+            return p
 
         if add_to is None:
             return softmax_times_g(Ellipsis)

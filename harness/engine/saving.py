@@ -33,8 +33,11 @@ VJP anyway. (If a schedule ran them earlier, the recipe's own reference keeps th
 operand until this VJP has run: correct, just not free.)
 """
 
+import functools
 import math
 import weakref
+
+from numpy import ndarray
 
 from harness.engine import xp
 
@@ -54,16 +57,20 @@ def is_saved(array):
 
 
 def _mark_saved(array, why):
-    base = xp.owner(array)
+    base = array if array.base is None else xp.owner(array)
     key = id(base)
     if key not in _saved:
         try:
-            _saved[key] = weakref.ref(base, lambda _, key=key: _saved.pop(key, None))
+            _saved[key] = weakref.ref(base, functools.partial(_forget, key))
         except TypeError:  # an array type without weak references: never counted as saved
             pass
     ledger = _tape.current_ledger()
     if ledger is not None:
         ledger.note_saved(base, why)
+
+
+def _forget(key, _):
+    _saved.pop(key, None)
 
 
 class Recipe:
@@ -73,7 +80,8 @@ class Recipe:
 
     def __init__(self, prim, operands, recipes, free, extra, params, out):
         self.prim = prim
-        self.operands = tuple(_weak(v) if xp.is_array(v) else v for v in operands)
+        self.operands = tuple([weakref.ref(v) if type(v) is ndarray else _weak(v) if xp.is_array(v) else v
+                               for v in operands])  # fmt: skip
         self.recipes = recipes  # per operand: its Recipe or None
         self.free = free  # per operand: True for a leaf's value (the caller holds it)
         self.extra = extra  # static arguments passed by position (reshape's shape)
@@ -220,9 +228,13 @@ def save(x, why):
     """Keep `x` for a VJP at the least cost (module docstring); `why` says what reads it,
     and the ledger notes it against the buffer. Returns x, a compact copy of it, or a
     `Rebuilt`; the VJP reads it back with `value`."""
+    recipes = _operand_recipes[-1]
+    if type(x) is ndarray and not recipes:  # (most saves) an array no recipe could stand for
+        _mark_saved(x, why)
+        return x
     if not xp.is_array(x):
         return x
-    return _keep(x, _operand_recipes[-1].get(id(x)), why, 0)
+    return _keep(x, recipes.get(id(x)), why, 0)
 
 
 def _keep(x, recipe, why, depth):

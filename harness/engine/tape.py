@@ -169,6 +169,7 @@ class Prim:
         self.remakeable = remakeable
         self.writes_into = writes_into
         self.make_vjp = None  # (argnum, out, *args, **params) -> (g -> cotangent)
+        self.makers = None  # defvjp's makers, one per array argument (make_vjps calls them directly)
 
     def __call__(self, *args, **params):
         return apply(self, args, params)
@@ -186,11 +187,13 @@ def defvjp(prim, *makers):
     """One VJP maker per array argument, `maker(out, *args, **params)`; None for an
     argument that is never differentiated."""
     prim.make_vjp = lambda argnum, out, *args, **params: makers[argnum](out, *args, **params)
+    prim.makers = makers
 
 
 def defvjp_argnum(prim, maker):
     """One maker for all arguments of a variadic prim: `maker(argnum, out, *args, **params)`."""
     prim.make_vjp = maker
+    prim.makers = None
 
 
 def apply(prim, args, params):
@@ -219,7 +222,7 @@ def apply(prim, args, params):
             recipes = recipes or {}
             recipes[id(arg)] = recipe
     arg = recipe = None  # the loop's last operand must not look referenced once more than the others (donated)
-    _check_operands(prim, values[:n])
+    _check_operands(prim, values, n)
     # (never under a node maker such as articulation's, which may keep operands by value)
     into = donated(args, values, n) if prim.writes_into is not None and parents is not None and not _node_makers else None
     if into is None:
@@ -227,7 +230,7 @@ def apply(prim, args, params):
     else:  # the temporary's buffer becomes the output: one activation fewer in flight
         out = prim.writes_into(*values[:n], out=into)
         recipes = None  # no recipe may name the overwritten operand
-    ledger = current_ledger()
+    ledger = _traces[-1][0] if _traces else None
     if ledger is not None:
         tag = _tag(_traces[-1][1], prim.name)
         if into is None:
@@ -250,7 +253,7 @@ def apply(prim, args, params):
             node = make(prim, values, params, tuple(parents), out)
     recipe = None
     if prim.remakeable and into is None:
-        free = [type(arg) is Var and isinstance(arg.node, Leaf) for arg in args[:n]]
+        free = [type(arg) is Var and type(arg.node) is Leaf for arg in args[:n]]
         recipe = saving.Recipe(prim, values[:n], _operand_recipes(recipes, values, n), free, tuple(values[n:]), params, out)
     return Var(out, node, recipe)
 
@@ -365,6 +368,9 @@ def make_node(prim, values, params, parents, out):
 
 def make_vjps(prim, values, params, parents, out):
     """A VJP closure per traced operand (None for the others); each saves what its rule needs."""
+    makers = prim.makers
+    if makers is not None:  # (defvjp's: one maker per operand, called without make_vjp's dispatch)
+        return [None if parent is None else makers[i](out, *values, **params) for i, parent in enumerate(parents)]
     return [None if parent is None else prim.make_vjp(i, out, *values, **params) for i, parent in enumerate(parents)]
 
 
@@ -395,19 +401,25 @@ _FLOAT_KINDS = "f"
 _STRUCTURAL_KINDS = "biuf"
 
 
-def _check_operands(prim, operands):
-    """Operands must be arrays of one supported dtype, or Python scalars."""
+def _check_operands(prim, values, n):
+    """The n operands among `values` must be arrays of one supported dtype, or Python scalars."""
     kinds = _STRUCTURAL_KINDS if prim.structural else _FLOAT_KINDS
+    nondiff = prim.nondiff
     dtype = None
-    for i, value in enumerate(operands):
-        if i in prim.nondiff:
+    for i in range(n):
+        value = values[i]
+        if nondiff and i in nondiff:
             continue
-        if not xp.is_array(value):
+        if type(value) is np.ndarray:  # (most operands) an array: its dtype is checked below
+            pass
+        elif not xp.is_array(value):
             if prim.structural or not isinstance(value, (int, float)):
                 raise TypeError(
                     f"{prim.name}: operand {i} is a {type(value).__name__}; "
                     f"expected an array{'' if prim.structural else ' or a Python float/int'}"
                 )
+            continue
+        if value.dtype is dtype:  # (NumPy's dtypes are singletons: most operands end here)
             continue
         if value.dtype.kind not in kinds:
             wanted = "real" if prim.structural else "floating (float16, float32, float64)"
@@ -419,7 +431,7 @@ def _check_operands(prim, operands):
             dtype = value.dtype
         elif value.dtype != dtype:
             raise TypeError(
-                f"{prim.name}: operands have different dtypes ({describe(operands)}); "
+                f"{prim.name}: operands have different dtypes ({describe(values[:n])}); "
                 "cast them to one dtype first (mixing would silently change the precision)"
             )
 
