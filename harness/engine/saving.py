@@ -160,11 +160,15 @@ class Rebuilt:
         if name == "concat" and params.get("axis", 0) % 4 != 2:
             return self.prim.forward(*[input_rows(v, lo, hi) for v in self.operands], **params)
         if name == "upsample2d":
-            s = self.extra[0] if self.extra else params.get("scale", 2)
-            first = lo // s
-            src = input_rows(self.operands[0], first, -(-hi // s))
+            s, first, src = self._upsample_source(lo, hi)
             return self.prim.forward(src, s)[:, :, lo - first * s : hi - first * s]
         return self.value()[:, :, lo:hi]
+
+    def _upsample_source(self, lo, hi):
+        """(scale, first source row, the source rows) an upsampled map's rows lo..hi-1
+        are made from: 1/scale^2 of their bytes."""
+        s = self.extra[0] if self.extra else self.params.get("scale", 2)
+        return s, lo // s, input_rows(self.operands[0], lo // s, -(-hi // s))
 
     def rows_into(self, lo, hi, dest):
         """``dest[...] = rows(lo, hi)``, written straight into `dest` (a conv's padded
@@ -179,9 +183,7 @@ class Rebuilt:
                 start += v.shape[1]
             return
         if name == "upsample2d":
-            s = self.extra[0] if self.extra else params.get("scale", 2)
-            first = lo // s
-            src = input_rows(self.operands[0], first, -(-hi // s))  # the source rows, 1/s^2 the bytes
+            s, first, src = self._upsample_source(lo, hi)
             for a in range(s):  # dest row k is map row lo + k, source row (lo + k) // s
                 k0 = (a - lo) % s  # dest's first row with (lo + k) % s == a
                 if k0 < hi - lo:
