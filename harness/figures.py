@@ -20,6 +20,10 @@ A device peak from an allocator that cannot reset its peak (JAX: jax#8096) is an
 phase (then the step set it, and the figure is exact: `upper_bound`). Readers mark an
 upper bound as one and never colour it best.
 
+A NumPy row's **time** on a host that pins OpenBLAS's kernels (`forced_blas`: some
+hosts set OPENBLAS_CORETYPE because older OpenBLAS builds miscompute on their CPU) is
+the time of those kernels, not of NumPy as installed; readers mark it as such.
+
 A new figure is one `Figure` line here (and, if it is shown, its column).
 """
 
@@ -247,3 +251,20 @@ def nvml_method(record):
     """How NVML answered for a record (or a memory pass's result): per process or for the
     whole device (harness/measure/nvml.py), or None where it was not read."""
     return (record.get("device_memory") or {}).get("nvml_method") if isinstance(record, dict) else None
+
+
+#: what a host sets to pin OpenBLAS's kernels and their tuning in place of its own choice
+FORCED_BLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def forced_blas(record):
+    """"OPENBLAS_CORETYPE=Haswell, ..." where `record`'s row ran on NumPy's OpenBLAS
+    (its settings name the kernels, ``numpy.blas_core``) with those pinned by the
+    environment, else None. Its time is then the pinned kernels' (Haswell's AVX2 on an
+    AVX-512 CPU: ~1.4x a conv-heavy step), not what NumPy picks where nothing is set."""
+    provenance = (record or {}).get("provenance") or {}
+    if "numpy.blas_core" not in (provenance.get("settings") or {}):
+        return None  # a row that does not run on NumPy's bundled OpenBLAS
+    env = provenance.get("env") or {}
+    pinned = [f"{name}={env[name]}" for name in FORCED_BLAS_VARIABLES if env.get(name)]
+    return ", ".join(pinned) or None

@@ -99,11 +99,15 @@ def _predicted_line(record):
 
 
 def _time_line(record, seconds):
-    """The median time; a noisy one is marked and its reasons are the tooltip."""
+    """The median time; a noisy one is marked and its reasons are the tooltip, and so is
+    one of a NumPy row whose BLAS kernels the host pinned (figures.forced_blas)."""
+    pinned = figures.forced_blas(record)
+    kernels = (f'<span class="pinned" title="NumPy\'s OpenBLAS ran the kernels the host pinned ({esc(pinned)}), '
+               f'not its own choice for this CPU"> · pinned BLAS</span>') if pinned else ""
     if not record.get("time_noisy"):
-        return f'<div class="time">{esc(human_seconds(seconds))}</div>'
+        return f'<div class="time">{esc(human_seconds(seconds))}{kernels}</div>'
     why = "; ".join(record.get("time_noise") or []) or "noisy"
-    return f'<div class="time noisy" title="{esc(why)}">{esc(human_seconds(seconds))} ~ noisy</div>'
+    return f'<div class="time noisy" title="{esc(why)}">{esc(human_seconds(seconds))} ~ noisy{kernels}</div>'
 
 
 def _failed_cell(record):
@@ -172,7 +176,8 @@ def legend():
         f'<p class="meaning">{MEANING}</p>'
         '<p class="legend">Cell: step peak + retained (steady state, all phases), step peak / analytic '
         "bound, step peak of the cold first step, median time of one step (\u201c~ noisy\u201d: other "
-        "processes took a CPU or the repeats spread widely, so the time is advisory; hover for why). "
+        "processes took a CPU or the repeats spread widely, so the time is advisory; hover for why; "
+        "\u201cpinned BLAS\u201d: a NumPy row timed on the OpenBLAS kernels the host pinned, not NumPy's own). "
         f"{split.legend()} "
         f"Colour by step peak / bound: {swatches} "
         '<span class="swatch status-unavailable">unavailable</span>'

@@ -20,6 +20,7 @@ th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; }
 thead th { background: #f3f3f3; }
 table.grid td.cell { min-width: 7.5em; text-align: center; }
 td.cell .noisy { color: #a35a00; font-style: italic; }
+td.cell .pinned { color: #a35a00; }
 td.cell .peak { font-weight: 600; } td.cell .ratio, td.cell .time, td.cell .first { font-size: 12px; }
 td.cell .retained { font-weight: 400; font-size: 12px; color: #444; }
 td.cell .cache { font-size: 12px; color: #444; }

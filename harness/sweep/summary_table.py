@@ -212,7 +212,7 @@ def format_table(records):
     if other:
         lines.append(f"{OTHER_PROGRAM} pred/peak of another program than the measured one: "
                      + "; ".join(sorted({(r["prediction"].get("note") or "")[:120] for r in other})))
-    return "\n".join(lines + source_notes(records) + noisy_notes(records))
+    return "\n".join(lines + source_notes(records) + noisy_notes(records) + pinned_blas_notes(records))
 
 
 def source_notes(records):
@@ -241,3 +241,16 @@ def noisy_notes(records):
         reasons = record.get("time_noise") or ["(no reason recorded)"]
         lines.append(f"  {cells.label(record)}: {reasons[0]}" + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""))
     return lines
+
+
+def pinned_blas_notes(records):
+    """One line per pinned OpenBLAS setting: the NumPy rows whose time is that of the
+    kernels the host pinned (figures.forced_blas), not of NumPy's own choice."""
+    pinned = {}
+    for record in records:
+        setting = figures.forced_blas(record) if record.get("status") == "ok" else None
+        if setting:
+            pinned.setdefault(setting, set()).add(record.get("framework", ""))
+    return [f"time of {', '.join(sorted(rows))}: NumPy's OpenBLAS ran the kernels the host pinned ({setting}); "
+            f"unset them in the command to time NumPy's own choice (docs/measurement.md)"
+            for setting, rows in pinned.items()]

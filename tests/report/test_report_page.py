@@ -134,3 +134,30 @@ def test_a_noisy_time_is_marked_on_the_page_and_in_the_table(tmp_path):
     assert "0.0060~" in torch_row and "1.00~" in torch_row  # the time and its x ref
     assert "~" not in next(line for line in text.splitlines() if line.startswith("chained_dot  reference"))
     assert why in text  # the reason under the table
+
+
+def test_a_numpy_row_timed_on_pinned_blas_kernels_is_marked_and_no_other_row_is(tmp_path):
+    """A host's OPENBLAS_CORETYPE pins NumPy's kernels: the NumPy row's time is those
+    kernels', so the page and the table say so; torch (no numpy.blas_core) is untouched,
+    and a NumPy row on a host that pins nothing is not marked."""
+    from harness import figures
+    from harness.sweep import summary_table as table
+
+    def ran(workload, framework, env, settings):
+        record = fixture_record(workload, framework)
+        record["provenance"].update(env=env, settings=settings)
+        return record
+
+    pinned_env = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "512", "GRADMEM_THREADS": "2"}
+    recs = [ran("chained_dot", "reference", pinned_env, {"numpy.blas_core": "Haswell"}),
+            ran("chained_dot", "torch", pinned_env, {"threads": 2}),
+            ran("rnn_fanout", "reference", {"GRADMEM_THREADS": "2"}, {"numpy.blas_core": "SkylakeX"})]
+    assert figures.forced_blas(recs[0]) == "OPENBLAS_CORETYPE=Haswell, OPENBLAS_L2_SIZE=512"
+    assert figures.forced_blas(recs[1]) is None and figures.forced_blas(recs[2]) is None
+    assert figures.forced_blas({}) is None  # a record without provenance
+    page = render(tmp_path, recs)
+    assert page.count("· pinned BLAS</span>") == 1
+    assert "kernels the host pinned (OPENBLAS_CORETYPE=Haswell, OPENBLAS_L2_SIZE=512)" in page
+    notes = table.pinned_blas_notes(recs)
+    assert len(notes) == 1 and notes[0].startswith("time of reference: ") and "OPENBLAS_CORETYPE=Haswell" in notes[0]
+    assert notes[0] in table.format_table(recs)
