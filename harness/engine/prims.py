@@ -487,8 +487,8 @@ def product_cotangent(left, right, shape, add_to):
 
 def product(left, right):
     """left @ right. A contraction of length 1 (an outer product: attention's (B T, 1)
-    scores, a one-channel conv) is a broadcast multiply, the same numbers: NumPy's
-    matmul makes it without BLAS, 3-40x slower."""
+    scores) is a broadcast multiply, the same numbers: NumPy's matmul makes it without
+    BLAS, 3-40x slower."""
     if left.shape[-1] == 1:
         return xp_of(left, right).multiply(left, right)
     return left @ right
@@ -796,29 +796,53 @@ def _correlate(src, tap, kh, kw, out, stride=1, top=0, left=0, dilation=1):
 
     Flattened with a row pitch of wp = stride (wo - 1) + kw, the pixels kernel offset
     (i, j) sees are one contiguous window starting at i*wp + j, so each offset is one
-    BLAS call on a view: no im2col, no per-offset copy. It is made at stride 1 on
+    BLAS call on a view: no im2col, no per-offset copy (but for a one-channel src,
+    `_correlate_one_channel`). It is made at stride 1 on
     "wide" rows of wp pixels, of which the output keeps every stride-th, up to wo. The
     output rows are done an eighth at a time, so the padded rows and the wide result
     are slab-sized transients (conv2d's weight gradient walks the same slabs)."""
     n, o, ho, wo = out.shape
     wp = stride * (wo - 1) + kw
     xp = xp_of(out)
-    # (offset of the window in the flat padded rows, tap matrix) per kernel offset;
-    # a one-channel tap is an outer product: a broadcast multiply (see `product`)
+    # (offset of the window in the flat padded rows, tap matrix) per kernel offset
     (first, tap0), *taps = [(i * wp + j, tap(i, j)) for i, j in itertools.product(range(kh), range(kw))]
-    times = xp.multiply if tap0.shape[-1] == 1 else xp.matmul
+    if tap0.shape[-1] == 1:
+        return _correlate_one_channel(src, [tap0] + [t for _, t in taps], [first] + [f for f, _ in taps], kh, wp,
+                                      out, stride, top, left, dilation)  # fmt: skip
 
     term = None
     for rows in _row_slabs(ho, _wide_row_bytes(n, src.shape[1], o, wp, src.itemsize)):
         xs, count = _input_rows(src, rows, stride, kh, wp, top, left, dilation)
         span = count * wp
-        wide = times(tap0, xs[..., first : first + span])
+        wide = xp.matmul(tap0, xs[..., first : first + span])
         if term is None or term.shape != wide.shape:
             term = xp.empty_like(wide)  # each offset's product, made into one buffer and added
         for offset, t in taps:
-            wide += times(t, xs[..., offset : offset + span], out=term)
+            wide += xp.matmul(t, xs[..., offset : offset + span], out=term)
         out[:, :, rows] = _narrow(wide, stride, count, wp, wo)
         del xs, wide  # before the next slab's are made: term is the one buffer kept
+    return out
+
+
+def _correlate_one_channel(src, taps, offsets, kh, wp, out, stride, top, left, dilation):
+    """_correlate of a one-channel src (a network's input image): each offset's product
+    would be an outer product (K = 1), so the slab's kh*kw windows are copied side by side
+    instead (the im2col of one channel: kh*kw rows of the slab, where the other path
+    keeps a term buffer of O rows; the slab's height counts them) and multiplied in one
+    product with K = kh*kw: unet's first conv, (8, 9) @ (9, 1056) per image and slab,
+    3x faster than nine outer products and adds."""
+    n, o, ho, wo = out.shape
+    xp = xp_of(out)
+    kernel = xp.stack([t[:, 0] for t in taps], axis=1)  # (O, kh*kw)
+    for rows in _row_slabs(ho, _wide_row_bytes(n, len(taps), o, wp, src.itemsize)):
+        xs, count = _input_rows(src, rows, stride, kh, wp, top, left, dilation)
+        span = count * wp
+        windows = xp.empty((n, len(taps), span), dtype=xs.dtype)
+        for k, offset in enumerate(offsets):
+            windows[:, k] = xs[:, 0, offset : offset + span]
+        del xs
+        out[:, :, rows] = _narrow(xp.matmul(kernel, windows), stride, count, wp, wo)
+        del windows  # before the next slab's are made
     return out
 
 

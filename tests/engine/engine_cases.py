@@ -117,6 +117,12 @@ for stride, padding in [(1, 0), (1, 1), (2, 0), (2, 1), (3, 2)]:
          normal(2, 3, 7, 6), normal(4, 3, 3, 3))  # fmt: skip
 case("conv2d_rect_kernel", lambda ops, x, w: ops.conv2d(x, w, padding=1), normal(1, 2, 5, 5), normal(3, 2, 1, 3))
 case("conv2d_1x1", lambda ops, x, w: ops.conv2d(x, w), normal(2, 3, 4, 4), normal(5, 3, 1, 1))
+# one channel in (the forward's windows side by side, one product) and one channel out
+# (x's gradient correlates a one-channel g, its pixels `stride` apart); odd widths
+for stride, padding in [(1, 1), (2, 0), (3, 2)]:
+    conv = lambda ops, x, w, s=stride, p=padding: ops.conv2d(x, w, stride=s, padding=p)
+    case(f"conv2d_one_channel_in_s{stride}_p{padding}", conv, normal(2, 1, 7, 9), normal(3, 1, 3, 3))
+    case(f"conv2d_one_channel_out_s{stride}_p{padding}", conv, normal(3, 2, 7, 5), normal(1, 2, 2, 3))
 for size in [2, 3]:
     case(f"max_pool2d_{size}", lambda ops, x, s=size: ops.max_pool2d(x, s), normal(2, 3, 6, 6))
 case("max_pool2d_ragged", lambda ops, x: ops.max_pool2d(x, 2), normal(1, 2, 5, 7))

@@ -331,6 +331,25 @@ def test_conv2d_input_gradient_holds_x_bytes_plus_one_slab_of_transients():
     assert x.nbytes <= traced_peak <= x.nbytes + slab + 4096
 
 
+def test_a_one_channel_conv_holds_its_output_plus_one_slab_of_windows():
+    from harness.engine import prims
+
+    n, o, h = 2, 8, 64  # unet's first conv at small
+    x = rng.standard_normal((n, 1, h, h)).astype(np.float32)
+    w = rng.standard_normal((o, 1, 3, 3)).astype(np.float32)
+    out, traced_peak = tracemalloc_peak(prims.conv2d.forward, x, w, 1, 1)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+    np.testing.assert_allclose(out, np.einsum("nchwpq,ocpq->nohw", windows, w), rtol=1e-5, atol=1e-5)
+    # Per slab of rows, freed before the next: its padded rows (one channel, rows + kh
+    # of wp pixels), the nine windows side by side (9 rows of rows * wp) and the product
+    # (o rows of rows * wp); the slab's height sized by the widest of those, nine rows.
+    wp = h + 2
+    rows = max(s.stop - s.start for s in prims._row_slabs(h, n * 9 * wp * 4))
+    slab = n * (rows + 3) * wp * 4 + n * (9 + o) * rows * wp * 4
+    assert out.nbytes <= traced_peak <= out.nbytes + slab + 4096
+
+
 def test_a_node_makes_its_smallest_cotangent_first():
     # A conv's weight gradient is made before its input's, so the input's (the big one)
     # is not yet alive while the weight gradient's transients are: the order is the
