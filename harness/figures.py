@@ -258,12 +258,12 @@ FORCED_BLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 def forced_blas(record):
-    """"OPENBLAS_CORETYPE=Haswell, ..." where `record`'s row ran on NumPy's OpenBLAS
-    (its settings name the kernels, ``numpy.blas_core``) with those pinned by the
+    """"OPENBLAS_CORETYPE=Haswell, ..." where `record`'s row ran on NumPy's bundled
+    OpenBLAS (its settings name the library, ``numpy.blas``) with those pinned by the
     environment, else None. Its time is then the pinned kernels' (Haswell's AVX2 on an
     AVX-512 CPU: ~1.4x a conv-heavy step), not what NumPy picks where nothing is set."""
     provenance = (record or {}).get("provenance") or {}
-    if "numpy.blas_core" not in (provenance.get("settings") or {}):
+    if "openblas" not in str((provenance.get("settings") or {}).get("numpy.blas", "")):
         return None  # a row that does not run on NumPy's bundled OpenBLAS
     env = provenance.get("env") or {}
     pinned = [f"{name}={env[name]}" for name in FORCED_BLAS_VARIABLES if env.get(name)]

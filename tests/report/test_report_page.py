@@ -138,8 +138,8 @@ def test_a_noisy_time_is_marked_on_the_page_and_in_the_table(tmp_path):
 
 def test_a_numpy_row_timed_on_pinned_blas_kernels_is_marked_and_no_other_row_is(tmp_path):
     """A host's OPENBLAS_CORETYPE pins NumPy's kernels: the NumPy row's time is those
-    kernels', so the page and the table say so; torch (no numpy.blas_core) is untouched,
-    and a NumPy row on a host that pins nothing is not marked."""
+    kernels', so the page and the table say so; torch (no numpy.blas) is untouched, and
+    neither is a NumPy row on a host that pins nothing or a NumPy without OpenBLAS."""
     from harness import figures
     from harness.sweep import summary_table as table
 
@@ -149,11 +149,13 @@ def test_a_numpy_row_timed_on_pinned_blas_kernels_is_marked_and_no_other_row_is(
         return record
 
     pinned_env = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "512", "GRADMEM_THREADS": "2"}
-    recs = [ran("chained_dot", "reference", pinned_env, {"numpy.blas_core": "Haswell"}),
+    numpy_blas = {"numpy.blas": "libscipy_openblas64_-32a4b2a6.so"}
+    recs = [ran("chained_dot", "reference", pinned_env, dict(numpy_blas, **{"numpy.blas_core": "Haswell"})),
             ran("chained_dot", "torch", pinned_env, {"threads": 2}),
-            ran("rnn_fanout", "reference", {"GRADMEM_THREADS": "2"}, {"numpy.blas_core": "SkylakeX"})]
+            ran("rnn_fanout", "reference", {"GRADMEM_THREADS": "2"}, dict(numpy_blas, **{"numpy.blas_core": "SkylakeX"})),
+            ran("rnn_fanout", "autograd", pinned_env, {"numpy.blas": "unknown (no bundled OpenBLAS found)"})]
     assert figures.forced_blas(recs[0]) == "OPENBLAS_CORETYPE=Haswell, OPENBLAS_L2_SIZE=512"
-    assert figures.forced_blas(recs[1]) is None and figures.forced_blas(recs[2]) is None
+    assert [figures.forced_blas(record) for record in recs[1:]] == [None, None, None]
     assert figures.forced_blas({}) is None  # a record without provenance
     page = render(tmp_path, recs)
     assert page.count("· pinned BLAS</span>") == 1
