@@ -31,6 +31,7 @@ import math
 import os
 import pathlib
 import shutil
+import sys
 import tempfile
 
 # an empty Inductor cache of its own: a cached graph would skip the passes this compares
@@ -40,8 +41,12 @@ os.environ["TORCHINDUCTOR_CACHE_DIR"] = CACHE
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-B, D, K = 16, 512, 32  # shared_linear's `small` size
-MIB = 2**20
+# this checkout's harness, whichever Python runs the tool (a release's environment)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from harness.units import MIB  # noqa: E402
+from harness.workloads import shared_linear  # noqa: E402
+
+B, D, K = (shared_linear.SIZES["small"][name] for name in "BDK")
 
 
 def status_bytes(key):
