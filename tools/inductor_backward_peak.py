@@ -103,6 +103,10 @@ def tanh_on_reuse(rule):
     every release (the 2.13 rule)."""
     from torch._inductor import ir
 
+    if not hasattr(ir.StorageBox, "should_realize_on_reuse") or not hasattr(ir.Loops, "inner_fn_opcount"):
+        raise SystemExit(f"torch {torch.__version__}'s Inductor has no StorageBox.should_realize_on_reuse "
+                         "/ Loops.inner_fn_opcount to change: --tanh-on-reuse needs 2.12-2.14's layout")
+
     def judged(original):
         def should_realize_on_reuse(self, *args, **kwargs):
             _judging_reuse[0] = True
@@ -160,6 +164,8 @@ def main():
     parser.add_argument("--code-dir", help="copy Inductor's generated modules here")
     parser.add_argument("--steps", type=int, default=3, help="steady steps measured after the compiling one")
     args = parser.parse_args()
+    if args.steps < 1:
+        parser.error(f"--steps {args.steps}: at least 1 steady step is measured")
     torch.set_num_threads(2)
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
