@@ -105,7 +105,7 @@ def tanh_on_reuse(rule):
 
     if not hasattr(ir.StorageBox, "should_realize_on_reuse") or not hasattr(ir.Loops, "inner_fn_opcount"):
         raise SystemExit(f"torch {torch.__version__}'s Inductor has no StorageBox.should_realize_on_reuse "
-                         "/ Loops.inner_fn_opcount to change: --tanh-on-reuse needs 2.12-2.14's layout")
+                         "/ Loops.inner_fn_opcount to change: --tanh-on-reuse was written against 2.12.1 and 2.13.0")
 
     def judged(original):
         def should_realize_on_reuse(self, *args, **kwargs):
