@@ -26,7 +26,6 @@ buffers, kernels and `del`s) from the tool's empty Inductor cache, forward first
 
 import argparse
 import ast
-import ctypes
 import math
 import os
 import pathlib
@@ -43,6 +42,7 @@ import torch  # noqa: E402
 
 # this checkout's harness, whichever Python runs the tool (a release's environment)
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from harness.measure import probes  # noqa: E402
 from harness.units import MIB  # noqa: E402
 from harness.workloads import shared_linear  # noqa: E402
 
@@ -50,22 +50,17 @@ B, D, K = (shared_linear.SIZES["small"][name] for name in "BDK")
 
 
 def status_bytes(key):
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(key):
-                return int(line.split()[1]) * 1024
-    raise KeyError(key)
+    return probes.status_bytes()[key]
 
 
 def trim_heap():
     """Free heap pages back to the OS, as the sweep does before each step: else buffers
     below the mmap threshold reuse pages the compile left resident and never show."""
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    probes.malloc_trim()
 
 
 def reset_peak():
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")  # VmHWM back to the current RSS
+    probes.reset_hwm()  # VmHWM back to the current RSS
 
 
 def set_option(config, assignment):
