@@ -805,10 +805,11 @@ def _correlate(src, tap, kh, kw, out, stride=1, top=0, left=0, dilation=1):
     wp = stride * (wo - 1) + kw
     xp = xp_of(out)
     # (offset of the window in the flat padded rows, tap matrix) per kernel offset
-    (first, tap0), *taps = [(i * wp + j, tap(i, j)) for i, j in itertools.product(range(kh), range(kw))]
-    if tap0.shape[-1] == 1:
-        return _correlate_one_channel(src, [tap0] + [t for _, t in taps], [first] + [f for f, _ in taps], kh, wp,
-                                      out, stride, top, left, dilation)  # fmt: skip
+    windows = [(i * wp + j, tap(i, j)) for i, j in itertools.product(range(kh), range(kw))]
+    if windows[0][1].shape[-1] == 1:
+        offsets, taps = zip(*windows)
+        return _correlate_one_channel(src, taps, offsets, kh, wp, out, stride, top, left, dilation)
+    (first, tap0), *taps = windows
 
     term = None
     for rows in _row_slabs(ho, _wide_row_bytes(n, src.shape[1], o, wp, src.itemsize)):
