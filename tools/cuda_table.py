@@ -4,8 +4,9 @@
 
 Columns: the allocator's step peak (an upper bound marked "<="), reserved (the
 allocator's cache at its highest in the step; "-" in records from before it was
-recorded), NVML's figure of the process, peak / bound, the median step time, and the
-gradient error. docs/gpu.md defines each.
+recorded), NVML's figure of the process, peak / bound, the median step time ("~" after it: noisy, advisory only, as the run's own
+table marks it: the record's `time_noise` says why), and the gradient error. docs/gpu.md
+defines each.
 """
 
 import json
@@ -28,13 +29,14 @@ def row(record):
     seconds = figures.value(record, "time")
     error = figures.value(record, "grad_rel_err")
     optimizer = f" +{record['optimizer']}" if record.get("optimizer") else ""
+    noisy = "~" if record.get("time_noisy") else ""
     if figures.source(record).kind is None:
         return (f"| {record['workload']}{optimizer} | {record['size']} | {record['framework']} | {record['mode']} | "
-                f"no device figure | - | - | - | {seconds * 1e3:.1f} | - |")
+                f"no device figure | - | - | - | {seconds * 1e3:.1f}{noisy} | - |")
     bound = "<=" if figures.upper_bound(record, "step_peak") else ""
     return (f"| {record['workload']}{optimizer} | {record['size']} | {record['framework']} | {record['mode']} | "
             f"{mib('step_peak')} | {mib('reserved')} | {mib('nvml')} | "
-            f"{bound}{ratio:.2f} | {seconds * 1e3:.1f} | {error:.1e} |".replace("None", "-"))
+            f"{bound}{ratio:.2f} | {seconds * 1e3:.1f}{noisy} | {error:.1e} |".replace("None", "-"))
 
 
 def main(paths):

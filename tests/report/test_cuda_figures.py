@@ -103,3 +103,22 @@ def test_no_module_but_the_registry_reads_a_memory_figure_by_hand():
             if isinstance(node, ast.Constant) and node.value in RECORD_FIELDS:
                 readers.append(f"{name}:{node.lineno} {node.value}")
     assert readers == []
+
+
+def test_the_cuda_table_tool_marks_a_noisy_time_and_only_that():
+    # tools/cuda_table.py makes docs/gpu.md's tables: a time taken while other processes
+    # used a CPU is advisory, and the table must say so as the run's own table does
+    import subprocess
+    import sys
+
+    run = ROOT / "results" / "gpu" / "2026-11-26-h200-resume" / "cuda-compiled.jsonl"
+    text = subprocess.run([sys.executable, str(ROOT / "tools" / "cuda_table.py"), str(run)],
+                          capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:5]): line.split("|")[9].strip()
+            for line in text.splitlines()[2:]}
+    by_record = {(r["workload"], r["size"], r["framework"], r["mode"]): r
+                 for r in map(json.loads, run.read_text().splitlines())}
+    assert rows.keys() == by_record.keys()
+    for key, shown in rows.items():
+        assert shown.endswith("~") == bool(by_record[key]["time_noisy"]), (key, shown)
+    assert any(s.endswith("~") for s in rows.values()) and not all(s.endswith("~") for s in rows.values())
