@@ -13,7 +13,8 @@ relative to it) and the `budget_s` of timed steps is not spent (`max_repeats` ca
 fast cells; a cell whose steps were mostly contended stops after a quarter of the
 budget, because a loaded machine rarely clears within it). The figure is the median
 of the *clean* steps, those during which other processes used less than
-`CLEAN_OTHERS` CPUs (judged over blocks of consecutive steps at least `BLOCK_S` long,
+`clean_others` CPUs (0.25 where the worker's threads fill the machine, more where they
+leave CPUs spare; judged over blocks of consecutive steps at least `BLOCK_S` long,
 because /proc/stat counts in 10 ms ticks); where fewer than `min_repeats` steps were
 clean, of all steps, and the cell is noisy.
 
@@ -31,9 +32,11 @@ import os
 import time
 from dataclasses import dataclass
 
+from harness.frameworks import threads
 from harness.measure.stats import median, percentile, spread
 
 CLEAN_OTHERS = 0.25  # CPUs other processes may use during a step that still counts as clean
+SPARE_SHARE = 0.25  # and this much of each CPU the worker's threads leave spare (clean_others)
 BLOCK_S = 0.5  # steps are judged in blocks of at least this many seconds (10 ms ticks)
 CONFIDENCE = 0.90  # of the median's interval (order statistics, no distribution assumed)
 NOISY_SPREAD = 0.25  # IQR / median above this: noisy
@@ -50,6 +53,7 @@ class Policy:
     precision: float = 0.05  # "known within a few percent", and cheap enough for a sweep
     budget_s: float = 2.0  # seconds of timed steps after which none is added (the minimum always runs)
     max_repeats: int = 200
+    clean_others: float = CLEAN_OTHERS  # CPUs of other processes below which a step is clean
 
     @classmethod
     def from_job(cls, job):
@@ -58,7 +62,18 @@ class Policy:
             precision=float(job.get("precision", cls.precision)),
             budget_s=float(job.get("time_budget_s", cls.budget_s)),
             max_repeats=int(job.get("max_repeats", cls.max_repeats)),
+            clean_others=clean_others(len(os.sched_getaffinity(0)), threads.thread_count()),
         )
+
+
+def clean_others(cpus, worker_threads):
+    """CPUs other processes may use during a clean step on a machine of `cpus` CPUs whose
+    worker runs `worker_threads` threads: CLEAN_OTHERS where the threads fill the machine
+    (on the 2-core box a competitor takes a CPU from them and stalls the pool), plus
+    SPARE_SHARE of each CPU they leave spare, where other processes run beside them
+    rather than on them (a 16-CPU GPU host with 2 threads: 3.75, where its quiet time
+    passes read 0.3-0.9 CPUs of others and were all marked contended under 0.25)."""
+    return CLEAN_OTHERS + SPARE_SHARE * max(0, cpus - worker_threads)
 
 
 class MachineProbe:
@@ -192,7 +207,8 @@ class Repeats:
         return None
 
     def _clean(self):
-        return [share < CLEAN_OTHERS for share in block_others(self.phases["total"], self.others)]
+        limit = self.policy.clean_others
+        return [share < limit for share in block_others(self.phases["total"], self.others)]
 
     def _used_indices(self):
         clean = [i for i, ok in enumerate(self._clean()) if ok]
@@ -211,12 +227,12 @@ class Repeats:
         iqr = spread(total)
         reasons = []
         blocks = block_others(self.phases["total"], self.others)
-        contended = [share for share in blocks if share >= CLEAN_OTHERS]
+        contended = [share for share in blocks if share >= self.policy.clean_others]
         if sum(clean) < self.policy.min_repeats:
             reasons.append(
                 f"contended: other processes used {median(contended) if contended else 0:.2f} CPUs "
                 f"(median) during {len(contended)} of {len(clean)} timed steps "
-                f"(a step is clean below {CLEAN_OTHERS:g})"
+                f"(a step is clean below {self.policy.clean_others:g})"
             )
         if mid > 0 and iqr / mid > NOISY_SPREAD:
             reasons.append(f"spread: the interquartile range is {iqr / mid:.0%} of the median (> {NOISY_SPREAD:.0%})")

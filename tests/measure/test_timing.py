@@ -122,3 +122,24 @@ def test_machine_probe_sees_this_process_and_the_machine():
     assert own > 0 and (busy is None or busy >= 0)
     assert timing.others_cpus((0.0, 1.0, 10.0), (1.0, 1.5, 11.5)) == pytest.approx(1.0)
     assert timing.others_cpus((0.0, 1.0, None), (1.0, 1.5, 11.5)) is None
+
+
+def test_the_clean_limit_grows_with_the_cpus_the_worker_leaves_spare(monkeypatch):
+    # The 2-core box with 2 threads keeps the flat limit: a competitor there takes a CPU
+    # from the worker's pool. A 16-CPU GPU host with 2 threads has 14 spare CPUs: 0.7 CPUs
+    # of other processes (what its quiet time passes read) run beside the worker.
+    assert timing.clean_others(2, 2) == timing.CLEAN_OTHERS
+    assert timing.clean_others(1, 2) == timing.CLEAN_OTHERS  # more threads than CPUs: no spare
+    assert timing.clean_others(16, 2) == pytest.approx(0.25 + 0.25 * 14)
+    _, busy_small = run([0.1], [0.7], monkeypatch, budget_s=2, clean_others=timing.clean_others(2, 2))
+    _, busy_large = run([0.1], [0.7], monkeypatch, budget_s=2, clean_others=timing.clean_others(16, 2))
+    assert busy_small["time_noisy"] and "clean below 0.25" in busy_small["time_noise"][0]
+    assert not busy_large["time_noisy"] and busy_large["time_stats"]["policy"]["clean_others"] == 3.75
+
+
+def test_a_job_takes_its_limit_from_this_machine_and_the_thread_count(monkeypatch):
+    monkeypatch.setenv("GRADMEM_THREADS", "2")
+    monkeypatch.setattr(timing.os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert Policy.from_job({}).clean_others == 3.75
+    monkeypatch.setattr(timing.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert Policy.from_job({}).clean_others == timing.CLEAN_OTHERS
