@@ -71,8 +71,9 @@ def clean_others(cpus, worker_threads):
     worker runs `worker_threads` threads: CLEAN_OTHERS where the threads fill the machine
     (on the 2-core box a competitor takes a CPU from them and stalls the pool), plus
     SPARE_SHARE of each CPU they leave spare, where other processes run beside them
-    rather than on them (a 16-CPU GPU host with 2 threads: 3.75, where its quiet time
-    passes read 0.3-0.9 CPUs of others and were all marked contended under 0.25)."""
+    rather than on them (a 16-CPU GPU host with 2 threads: 3.75; there, time passes that
+    measured alone read up to 0.9 CPUs of others, and 13 of 29 were marked contended
+    under 0.25)."""
     return CLEAN_OTHERS + SPARE_SHARE * max(0, cpus - worker_threads)
 
 
