@@ -443,7 +443,7 @@ def test_a_budget_with_waves_and_its_endgame_kills_nothing_on_the_recorded_grid(
     runnable = sum(c["framework"] != "reference" or c["mode"] == "eager" for c in todo)
     assert len(ran) + len(tally.stopped) + len(tally.left_out) == runnable
     # the endgame, on the table's own walls, costs no cell: as many ran as without it
-    # (2026-11-27: 46 with it, 43 without)
+    # (2026-11-26: 46 with it, 43 without)
     without = pytest.MonkeyPatch()
     without.setattr(Budget, "endgame", lambda self, waiting: False)
     try:
