@@ -85,12 +85,17 @@ def summarize(out_dir, script_wall=None):
             + ", ".join(f"{kind} {seconds:.0f} s" for kind, seconds in sorted(kinds.items())) + ")"
             + ("" if sweep else " [no end line: the sweep was stopped]")
         )
+        stopped = sum(1 for p in passes if p.get("status") == "stopped")
+        if stopped:
+            lines.append(f"  {stopped} pass(es) stopped in the budget's endgame (their cells left for --resume)")
         slowest.extend(passes)
     slowest.sort(key=lambda p: p["ended_s"] - p["started_s"], reverse=True)
     if slowest:
         lines.append("slowest passes (wall s: marks at s from the pass's start)")
         for entry in slowest[:8]:
             marks = " ".join(f"{name}@{t:.1f}" for t, name in entry["marks"])
+            if entry.get("status") == "stopped":
+                marks = "stopped in the budget's endgame"
             lines.append(f"  {entry['ended_s'] - entry['started_s']:6.1f}  {entry['pass']:18s} {entry['cell']}: {marks}")
     return lines
 

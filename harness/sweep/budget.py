@@ -17,7 +17,12 @@ cells it finished, so with a budget
    a cell that would fit once those are done waits for them (the parallel schedule),
    one that would not fit even alone is left for `--resume`, and a cheaper one after
    it may still start;
-4. at the budget itself the executor kills what still runs (`BudgetSpent`): those
+4. the endgame (the parallel schedule): once the time left is what the time passes
+   of the cells whose memory pass has ended need to measure (`Budget.endgame`, with
+   `RESERVE_FACTOR`), the memory passes still working are stopped (their cells are
+   left for `--resume`) so that those time passes measure before the budget, however
+   much longer than its estimate a memory pass runs;
+5. at the budget itself the executor kills what still runs (`BudgetSpent`): those
    cells get no record (their passes did not finish), every finished record is kept,
    and `--resume` measures the rest.
 
@@ -37,20 +42,24 @@ from harness import choices
 #: wrote on one NVIDIA H200 (2026-11-26; torch 2.11.0+cu130, jax 0.11.2, cupy 14.2.0,
 #: tinygrad 0.14.0; the timed part capped by --time-budget 1), plain cells (no optimizer,
 #: no remat), status ok: the cell count behind each mean is its last item. Made by
-#: ``tools/cuda_cost_table.py RECORDS...`` (the mean, not the median: a sweep's time is
-#: the sum of its cells'). Framework/mode/size pairs absent here are estimated from
-#: the nearest entry (`CostTable.cost`).
+#: ``tools/cuda_cost_table.py results/gpu/*/*.jsonl`` (the mean, not the median: a
+#: sweep's time is the sum of its cells'; the three runs of that day; `walls` leaves out
+#: the budget run's cuda.jsonl, whose time walls count waits at the gate). The memory
+#: walls mix passes run alone and side by side (8 side by side took 1.7x as long:
+#: JAX compiled chained_dot 46.2 s and tiny_nerf 94.7 s against 27.9 s and 54.5 s
+#: alone). Framework/mode/size pairs absent here are estimated from the nearest entry
+#: (`CostTable.cost`).
 RECORDED_CUDA = {
-    ("jax", "compiled", "small"): (17.16, 13.46, 1.54, 2),
+    ("jax", "compiled", "small"): (29.17, 7.75, 1.31, 4),
     ("jax", "eager", "paper"): (15.69, 13.73, 1.90, 1),
     ("jax", "eager", "small"): (17.88, 17.30, 1.91, 2),
-    ("reference", "eager", "paper"): (1.87, 1.13, 0.54, 2),
-    ("reference", "eager", "small"): (3.59, 1.90, 0.59, 7),
-    ("tinygrad", "compiled", "small"): (3.67, 3.42, 0.97, 2),
+    ("reference", "eager", "paper"): (5.23, 2.69, 1.02, 9),
+    ("reference", "eager", "small"): (3.95, 4.94, 0.62, 10),
+    ("tinygrad", "compiled", "small"): (16.32, 10.02, 2.49, 9),
     ("tinygrad", "eager", "small"): (6.19, 4.02, 0.91, 2),
-    ("torch", "compiled", "small"): (15.89, 8.91, 7.99, 1),
-    ("torch", "eager", "paper"): (8.64, 2.54, 0.47, 2),
-    ("torch", "eager", "small"): (7.63, 2.24, 0.46, 7),
+    ("torch", "compiled", "small"): (33.76, 22.90, 12.46, 8),
+    ("torch", "eager", "paper"): (5.54, 2.87, 1.04, 9),
+    ("torch", "eager", "small"): (7.31, 2.68, 0.47, 8),
 }
 RECORDED_CUDA_SOURCE = "recorded CUDA cells (NVIDIA H200, 2026-11-26: harness/sweep/budget.py RECORDED_CUDA)"
 LEARNED_SOURCE = "records of this sweep, its --out or --costs"
@@ -71,6 +80,13 @@ REFERENCE_GRADIENT_S = {"tiny": 1.0, "small": 2.0, "paper": 15.0}
 #: what starting, reading and recording a pass costs beyond its worker's own wall time
 #: (the H200 run: 160 s of sweep for 150 s of worker walls over 10 cells and 2 gradients)
 PASS_OVERHEAD_S = 0.5
+#: the endgame reserves this many times the expected measured part of each submitted
+#: time pass (the H200's torch compiled time passes measured 3.4-26 s, compiling in
+#: their first step, where the table of the run before said 0.9 s: an estimate that
+#: is short by less than this still has every waiting cell recorded)
+RESERVE_FACTOR = 2.0
+#: and at least this much per time pass (its start, release and record)
+RESERVE_FLOOR_S = 3.0
 
 SIZE_RANK = {size: rank for rank, size in enumerate(choices.SIZES)}
 MODE_RANK = {"eager": 0, "compiled": 1}
@@ -106,10 +122,15 @@ def walls(record):
     recorded). The set-up is the time pass's `load_s` (import, configuration, runtime
     warm-up), which runs beside other passes; the rest of it measures alone. The time
     pass's wait at its gate (`gate_wait_s`: for the passes ahead of it, not its own
-    need) is left out; records from before it was kept count it in."""
+    need) is left out. A record from before it was kept whose memory pass ran beside
+    others (so its time pass may have waited, up to 85 s on the H200) has no usable
+    time wall: None."""
     prov = record.get("provenance") or {}
     measured = prov.get("worker_wall_s") or {}
     if measured.get("memory") is None or measured.get("time") is None:
+        return None
+    shared = (prov.get("cuda_concurrency") or {}).get("memory_pass") == "beside other passes"
+    if shared and prov.get("gate_wait_s") is None:
         return None
     waited = ((prov.get("gate_wait_s") or {}).get("time")) or 0.0
     time_s = max(0.0, float(measured["time"]) - float(waited))
@@ -212,6 +233,7 @@ class Budget:
         self.references = set()  # (workload, size, dtype) whose reference gradient is counted
         self.left_out = []  # cells not started: not expected to finish in time
         self.begun = []  # the cells started (`start`), in order
+        self.stopped = []  # begun cells whose memory pass the endgame stopped
 
     def plan(self, runnable, unavailable=0):
         """Print what is expected to fit of the cells that will run (`runnable`)."""
@@ -242,6 +264,21 @@ class Budget:
         """`cell` starts: its reference gradient is counted from now on."""
         self.references.add((cell["workload"], cell["size"], cell["dtype"]))
         self.begun.append(cell)
+
+    def reserve_s(self, waiting):
+        """Seconds the time passes of the cells `waiting` (their memory pass ended) need
+        to measure one after another, with the margin of RESERVE_FACTOR."""
+        return sum(max(RESERVE_FACTOR * self.costs.cost(cell).alone_s, RESERVE_FLOOR_S) + 2 * PASS_OVERHEAD_S
+                   for cell in waiting)
+
+    def endgame(self, waiting):
+        """Whether the time left is no more than what the time passes of `waiting` need:
+        from then on nothing but them should run."""
+        return bool(waiting) and self.remaining() <= self.reserve_s(waiting)
+
+    def stop(self, cell):
+        """`cell`'s memory pass was stopped in the endgame: it is left for --resume."""
+        self.stopped.append(cell)
 
     def leave_out(self, cell):
         """`cell` will not start in this sweep: it is left for --resume."""

@@ -407,13 +407,16 @@ class Sweep:
         if not left:
             return ""
         recorded = {id(self.todo[index]) for index in self.finished}
-        killed = sum(1 for cell in self.budget.begun if id(cell) not in recorded)  # at the budget
+        stopped = {id(cell) for cell in self.budget.stopped}  # in the endgame, for the cells waiting
+        killed = sum(1 for cell in self.budget.begun if id(cell) not in recorded and id(cell) not in stopped)
         parts = []
         if self.budget.left_out:
             parts.append(f"{len(self.budget.left_out)} not started: not expected to end in time")
+        if stopped:
+            parts.append(f"{len(stopped)} stopped in the endgame so that measured cells got their time pass")
         if killed:
             parts.append(f"{killed} stopped at the budget, unrecorded")
-        unreached = left - len(self.budget.left_out) - killed
+        unreached = left - len(self.budget.left_out) - len(stopped) - killed
         if unreached:
             parts.append(f"{unreached} not reached before the budget ran out")
         return (f"budget {self.budget.seconds:.0f} s: {left} cell(s) left for --resume ({', '.join(parts)}); "

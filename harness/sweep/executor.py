@@ -21,7 +21,10 @@ exceptions, are harness/sweep/pass_rules.py's, one function this executor and th
 tests' simulated GPU both follow.
 
 A `deadline` (`harness run --budget`) stops it: once past, `outcomes()` kills every
-running worker and raises `budget.BudgetSpent`.
+running worker and raises `budget.BudgetSpent`. Before it, under a budget, the sweep
+may set `endgame` (a callable: True once the time left is what the submitted time
+passes need; pass_rules.py): a pass stopped in the endgame comes back as an Outcome of
+status STOPPED (no worker result; its cell is for a later run).
 
 `cancel_all()` kills every running worker's process group (a worker is a session
 leader, so compilers it started die with it) and drops what has not started; a signal
@@ -40,8 +43,11 @@ from dataclasses import dataclass, field
 from harness import interrupts
 from harness.sweep import pass_rules
 from harness.sweep.budget import BudgetSpent
-from harness.sweep.worker_process import POLL_S, WorkerProcess
+from harness.sweep.worker_process import POLL_S, Outcome, WorkerProcess
 from harness.sweep.zygote import ZygotePool
+
+#: an Outcome's status for a pass the executor stopped in a budget's endgame
+STOPPED = "stopped"
 
 
 @dataclass
@@ -88,6 +94,8 @@ class LocalExecutor:
         # time.monotonic() past which nothing starts and what runs is killed
         # (`harness run --budget`: BudgetSpent ends outcomes())
         self.deadline = deadline
+        self.endgame = None  # under a budget: () -> True while ordinary passes must stop
+        self.stopped = deque()  # (task, Outcome) of passes stopped in the endgame, to hand back
 
     # ---- the interface ---------------------------------------------------------------
     def submit(self, task):
@@ -104,12 +112,14 @@ class LocalExecutor:
         KeyboardInterrupt (or any other exception raised here) kills every running
         worker before it propagates."""
         try:
-            while self.pending or self.running:
+            while self.pending or self.running or self.stopped:
                 if self.deadline is not None and time.monotonic() >= self.deadline:
                     raise BudgetSpent(
                         f"the budget ran out with {len(self.running)} pass(es) running and {len(self.pending)} queued"
                     )
                 self._start_what_may()
+                while self.stopped:
+                    yield self.stopped.popleft()
                 # snapshots: a signal handler may cancel_all() in the middle of this
                 ended = [(task, worker) for task, worker in list(self.running.values()) if worker.poll()]
                 if ended:
@@ -155,8 +165,14 @@ class LocalExecutor:
     def _start_what_may(self):
         running = [(task, _phase(worker)) for task, worker in self.running.values()]
         pending = list(self.pending) if not self.cancelled else []
-        moves = pass_rules.next_moves(running, pending, self.slots, self.wave, self.draining)
+        moves = pass_rules.next_moves(
+            running, pending, self.slots, self.wave, self.draining, endgame=bool(self.endgame and self.endgame())
+        )
         self.draining = moves.draining
+        for task in moves.stop:
+            self._stop(task)
+        if moves.stop:
+            return self._start_what_may()  # what may move once they are gone
         if moves.release is not None:
             self.running[moves.release.id][1].release()  # alone now: measure
         for task in moves.start:
@@ -169,6 +185,20 @@ class LocalExecutor:
             self.running[task.id] = (task, worker)
             if self.on_start is not None:
                 self.on_start(task)
+
+    def _stop(self, task):
+        """Stop `task` (running: its worker is killed; queued: dropped) and hand it back
+        as STOPPED."""
+        entry = self.running.pop(task.id, None)
+        if entry is not None:
+            entry[1].kill()
+            task.ended = task.started + entry[1].wall_s
+        else:
+            self.pending.remove(task)
+        outcome = Outcome(STOPPED, "stopped in the budget's endgame", wall_s=0.0 if entry is None else entry[1].wall_s)
+        if entry is not None and self.on_end is not None:
+            self.on_end(task, outcome)  # the --schedule-log shows where its time went
+        self.stopped.append((task, outcome))
 
     def busy(self):
         """How many passes run now (for progress lines)."""

@@ -17,6 +17,12 @@ place and is tested without processes.
   and 8 slots averaged 3.5 at work. Waiting for a wave pays that drain once per
   `wave` time passes. `wave` bounds what a stop loses too: a cell's record needs
   its time pass, so at most about `wave` cells are measured but unrecorded.
+- **The endgame** (`endgame`, under a budget: the time left is what the time passes
+  already submitted need to measure): every ordinary pass, running or queued, is
+  stopped (`Moves.stop`: its cell is left for a later run), so the cells whose
+  memory pass has ended get their time pass measured before the budget. Without it
+  a memory pass slower than its estimate holds every waiting time pass back to the
+  budget's end, and the cells they belong to are all lost.
 - Passes start in submission order, except that an ordinary pass goes ahead of a
   gated one that waits for a set-up slot, and, while draining, gated set-ups go
   ahead of ordinary passes.
@@ -36,14 +42,20 @@ class Moves:
     release: object = None  # the waiting gated task to let measure now, or None
     start: tuple = ()  # pending tasks to start now, in this order
     draining: bool = False  # pass it to the next call: a wave, once begun, runs to its end
+    stop: tuple = ()  # ordinary tasks, running or pending, to stop now (the endgame)
 
 
-def next_moves(running, pending, slots, wave, draining=False):
+def next_moves(running, pending, slots, wave, draining=False, endgame=False):
     """`running`: [(task, phase)] with phase WORKING, AT_GATE or ALONE; `pending`: the
     queued tasks in submission order. Tasks have `.id`, `.gated`, `.exclusive`.
-    `draining`: the previous call's `Moves.draining`."""
+    `draining`: the previous call's `Moves.draining`. `endgame`: stop every ordinary
+    pass so that the gated ones measure."""
     gated = sum(1 for task, _ in running if task.gated)
     queued_gated = sum(1 for task in pending if task.gated)
+    if endgame and (gated or queued_gated):
+        stop = tuple(task for task, _ in running if not task.gated) + tuple(t for t in pending if not t.gated)
+        if stop:
+            return Moves(stop=stop, draining=True)
     # A wave ends when its time passes have all measured; it begins when one waits and
     # no ordinary pass is queued, or a wave's worth of time passes waits or is queued.
     waiting = [task for task, phase in running if phase == AT_GATE]

@@ -16,7 +16,10 @@ Two schedules, the same passes and the same records:
 
 With a budget (`harness run --budget`, harness/sweep/budget.py) a cell starts only if it
 is expected to end in time; the parallel schedule then admits cells as others end (at
-most --jobs in flight) instead of handing every cell to the executor at once.
+most --jobs in flight) instead of handing every cell to the executor at once, and, once
+the time left is what the waiting time passes need, has the executor stop the memory
+passes still working (the endgame: their cells are left for --resume, the waiting
+ones get recorded).
 
 A CUDA memory pass runs alone unless NVML answers per process (cuda_sharing.py), under
 either schedule; the serial schedule runs one pass at a time anyway.
@@ -31,6 +34,7 @@ from collections import deque
 from harness.sweep import cells, pass_rules
 from harness.sweep.budget import PASS_OVERHEAD_S
 from harness.sweep.cell_runner import CellState, reference_key
+from harness.sweep.executor import STOPPED
 from harness.units import GIB
 
 SCHEDULES = ("parallel", "serial")
@@ -86,6 +90,10 @@ def _parallel(states, runner, executor, emit, budget=None):
     queue = deque(states)
     waiting = {}  # reference key -> states whose memory pass waits for that gradient
     in_flight = {}  # cell index -> its state, from its admission to its record (budget only)
+    if budget is not None:
+        # the cells whose memory pass has ended wait for their time pass: their records
+        # come first at the end (the executor's endgame)
+        executor.endgame = lambda: budget.endgame([s.cell for s in in_flight.values() if s.memory is not None])
 
     def begin(state):
         key = reference_key(state.cell)
@@ -122,6 +130,8 @@ def _parallel(states, runner, executor, emit, budget=None):
         while queue and (budget is None or room()):
             state = queue[0]
             if budget is not None:
+                if executor.endgame():
+                    return  # the waiting time passes have the time left: nothing new starts
                 if not budget.fits(state.cell, queued_time_s=ahead()):
                     if in_flight and budget.fits(state.cell):
                         return  # it fits once the cells ahead are done: wait for them
@@ -137,10 +147,18 @@ def _parallel(states, runner, executor, emit, budget=None):
         in_flight.pop(state.index, None)
         admit()
 
+    def stopped(state):
+        budget.stop(state.cell)  # no record: left for --resume
+        in_flight.pop(state.index, None)
+
     admit()
     for task, outcome in executor.outcomes():
         kind, payload = task.tag
-        if kind == "reference":
+        if outcome.status == STOPPED:  # the endgame stopped it (budget only)
+            for state in waiting.pop(payload, []) if kind == "reference" else [payload]:
+                stopped(state)
+            admit()
+        elif kind == "reference":
             runner.reference_done(task, outcome)
             for state in waiting.pop(payload, []):
                 executor.submit(runner.memory_task(state))
@@ -153,6 +171,8 @@ def _parallel(states, runner, executor, emit, budget=None):
                 admit()  # a memory slot is free: the next cell's memory pass may start
         else:
             ended(payload, runner.time_done(payload, outcome))
+    while queue:  # held back by the endgame until nothing was left to run
+        budget.leave_out(queue.popleft().cell)
 
 
 def default_jobs(per_job=4 * GIB, cuda=False, threads=2):

@@ -9,7 +9,7 @@ import pytest
 
 from harness.frameworks import reference
 from harness.sweep import environment
-from harness.sweep.executor import LocalExecutor, Task
+from harness.sweep.executor import STOPPED, LocalExecutor, Task
 
 CELL = {"workload": "chained_dot", "size": "tiny", "dtype": "float32", "framework": "reference",
         "mode": "eager", "device": "cpu", "optimizer": None, "remat": "none", "order": None}
@@ -92,3 +92,21 @@ def test_cancel_all_from_a_signal_handler_kills_every_worker(tmp_path):
             os.killpg(pid, 0)
     with pytest.raises(RuntimeError, match="cancelled"):
         executor.submit(refgrad(tmp_path, "late"))
+
+
+def test_the_endgame_stops_a_hanging_pass_and_the_waiting_time_pass_measures(tmp_path):
+    # A time pass waits at its gate beside a pass that never ends (a memory pass far
+    # slower than its estimate): without the endgame it would wait for it forever.
+    executor = LocalExecutor(str(tmp_path), slots=2)
+    hang = refgrad(tmp_path, "hang")
+    hang.env = env(GRADMEM_TEST_PLANT="hang:start")
+    time_pass = timed("t")
+    executor.submit(hang)
+    executor.submit(time_pass)
+    executor.endgame = lambda: any(worker.at_gate() for _, worker in executor.running.values())
+    done = list(executor.outcomes())
+    assert [(task.name, outcome.status) for task, outcome in done] == [("hang", STOPPED), ("t", "ok")]
+    stopped = done[0][1]
+    assert stopped.wall_s > 0 and not stopped.result  # it ran, was killed, and has no figures
+    go = dict((n, t) for t, n in done[1][1].marks)["go"]
+    assert hang.ended <= go  # it was gone before the time pass measured
