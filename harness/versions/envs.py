@@ -326,7 +326,20 @@ def _discard(path):
 def _step(command, log, what):
     code, last = install.run(command, log, timeout_s=PIP_TIMEOUT_S)
     if code != 0:
-        raise Unavailable(f"{what} failed (exit {code}); the installer's last lines:\n{last}")
+        raise Unavailable(f"{what} failed (exit {code}); the installer's last lines:\n{last}" + _python_refusal(log))
+
+
+def _python_refusal(log):
+    """pip's list of the releases it refused for their Requires-Python, whole, when the
+    log has one: the last lines cut a long line to its two ends, and PyTensor's list
+    (3.1.1 ... 3.3.8) lost the release asked for in its middle, so no other Python was
+    tried for it (interpreters.needs_other_python reads this line)."""
+    try:
+        with open(log, encoding="utf-8", errors="replace") as handle:
+            lines = [line.strip() for line in handle if interpreters.PIP_PYTHON_MISMATCH in line]
+    except OSError:
+        return ""
+    return f"\npip's Requires-Python refusals, whole:\n{lines[-1]}" if lines else ""
 
 
 def gradmem_wheel(log):

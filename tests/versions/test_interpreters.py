@@ -8,6 +8,8 @@ import os
 import stat
 import sys
 
+import pytest
+
 from harness.versions import envs, interpreters
 
 PIP_REFUSAL = (
@@ -73,3 +75,22 @@ def test_gradmem_installs_into_an_environment_of_an_older_python(tmp_path, monke
     gradmem = [command for command in steps if command[-1] == "gradmem-0.1.0-py3-none-any.whl"]
     assert len(gradmem) == 1
     assert "--no-deps" in gradmem[0] and "--ignore-requires-python" in gradmem[0]
+
+
+def test_a_long_refusal_list_keeps_the_release_asked_for(tmp_path):
+    # pip's list of the releases it refused for their Requires-Python runs past the
+    # 400 characters the last lines keep of a line; the release asked for sat in the cut
+    # middle (PyTensor 3.2.0 among 3.1.1-3.3.8), so no other Python was tried for it
+    from harness.frameworks.base import Unavailable
+    from harness.versions import envs, install
+
+    releases = [f"3.{minor}.{patch}" for minor in (1, 2, 3) for patch in range(9)]
+    refusal = ("ERROR: Ignored the following versions that require a different python version: "
+               + "; ".join(f"{v} Requires-Python <3.15,>=3.12" for v in releases))
+    script = tmp_path / "pip.sh"
+    script.write_text(f"echo '{refusal}'\necho 'ERROR: No matching distribution found for pytensor==3.2.0'\nexit 1\n")
+    assert len(refusal) > install.LINE_CHARS
+    with pytest.raises(Unavailable) as caught:
+        envs._step(["sh", str(script)], str(tmp_path / "install.log"), "pip install pytensor==3.2.0")
+    assert interpreters.needs_other_python(install.last_lines(refusal), "3.2.0") is None  # what the cut line loses
+    assert interpreters.needs_other_python(str(caught.value), "3.2.0") == "<3.15,>=3.12"
