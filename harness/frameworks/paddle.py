@@ -46,7 +46,7 @@ high-water mark depends on when that thread runs, which the machine's load decid
 With collection off (``FLAGS_eager_delete_tensor_gb=-1``) the step keeps every
 intermediate and repeats within 0.3 MiB; with it on (Paddle's default, measured as users
 run it) seq2seq_attention and shared_linear small move 2-5 MiB between steps and between
-processes (docs/releases.md, "PaddlePaddle's compiled scatter"). The flag is recorded in
+processes (docs/releases.md, "Six findings beside the verdicts"). The flag is recorded in
 the settings: set in a caller's environment it changes the compiled step peaks 1.1-3.4x.
 
 Breakdown (harness/measure/breakdown.py): eager, the saved activations are what
