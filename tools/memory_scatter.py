@@ -1,4 +1,4 @@
-"""How much a cell's step peak moves from step to step and from process to process, and with what.
+"""How much a cell's memory figures move from step to step and from process to process, and with what.
 
 A cell's memory pass, exactly as a sweep's worker runs it (the same job and the same
 environment, harness/sweep/environment.py), N times, each in a fresh interpreter, with
@@ -110,11 +110,25 @@ def child(job_path, result_path, sync_dispatch, steps):
 
 
 # ---- the driver ----------------------------------------------------------------------------
+#: the figures each run reports (harness/figures.py): the step peak first, the headline
+REPORTED = ("step_peak", "retained", "footprint", "first_step_peak")
+
+
+def _run_figures(result, in_process_steps):
+    """This run's figures: the memory pass's own (the record's), or with --steps the
+    median over the steps of each (no first step: those steps follow the warm-up)."""
+    if not in_process_steps:
+        return {name: figures.value(_host(result), name) for name in REPORTED}
+    samples = [_host(sample) for sample in result["steady_samples"]]
+    return {name: statistics.median(figures.value(sample, name) for sample in samples)
+            for name in REPORTED if not name.startswith("first_step")}
+
+
 def run(args):
     setting = " ".join(args.env + (["--jax-sync-dispatch"] if args.jax_sync_dispatch else [])
                        + ([f"--warmup {args.warmup}"] if args.warmup != 1 else [])
                        + ([f"--memory-steps {args.memory_steps}"] if args.memory_steps != 3 else [])) or "the sweep's"
-    peaks = []
+    runs = []
     with tempfile.TemporaryDirectory(prefix="memory-scatter-") as work:
         job, env = _memory_task(args, work)
         job_path = os.path.join(work, "job.json")
@@ -130,24 +144,30 @@ def run(args):
             if result.get("status") != "ok":
                 print(f"run {number}: {result.get('status')}: {str(result.get('message'))[:300]}")
                 continue
+            found = _run_figures(result, args.steps)
+            runs.append(found)
             steps = [figures.value(_host(sample), "step_peak") for sample in result["steady_samples"]]
-            peak = statistics.median(steps) if args.steps else figures.value(_host(result), "step_peak")
-            peaks.append(peak)
             kept = [figures.value(_host(sample), "retained") for sample in result["steady_samples"]]
-            print(f"run {number}: step peak {peak / MIB:.2f} MiB; steady steps "
-                  f"{', '.join(f'{s / MIB:.2f}' for s in steps)}; retained {', '.join(f'{k / MIB:.2f}' for k in kept)}",
-                  flush=True)
+            first = (f"; first-step peak {found['first_step_peak'] / MIB:.2f}"
+                     if found.get("first_step_peak") is not None else "")
+            print(f"run {number}: step peak {found['step_peak'] / MIB:.2f} MiB; steady steps "
+                  f"{', '.join(f'{s / MIB:.2f}' for s in steps)}; retained {', '.join(f'{k / MIB:.2f}' for k in kept)}"
+                  f"; footprint {found['footprint'] / MIB:.2f}{first}", flush=True)
             if args.out:
                 with open(args.out, "a", encoding="utf-8") as handle:
                     handle.write(json.dumps({"cell": job["cell"], "setting": setting, "run": number,
-                                             "in_process_steps": args.steps, "step_peak": peak,
+                                             "in_process_steps": args.steps, **found,
                                              "steady_step_peaks": steps, "steady_retained": kept}) + "\n")
-    if peaks:
-        low, high, mid = min(peaks), max(peaks), statistics.median(peaks)
-        what = f"median of {args.steps} steps in one process" if args.steps else "the memory pass's figure"
-        print(f"{args.framework} {args.workload} {args.mode}, setting {setting}: {len(peaks)} runs, step peak "
-              f"({what}) median {mid / MIB:.2f} MiB, {low / MIB:.2f}-{high / MIB:.2f}, spread "
-              f"{(high - low) / MIB:.2f} MiB ({(high - low) / mid:.1%})")
+    if runs:
+        what = f"median of {args.steps} steps in one process" if args.steps else "the memory pass's figures"
+        print(f"{args.framework} {args.workload} {args.mode}, setting {setting}: {len(runs)} runs ({what})")
+        for name in REPORTED:
+            values = [found[name] for found in runs if found.get(name) is not None]
+            if not values:
+                continue
+            low, high, mid = min(values), max(values), statistics.median(values)
+            print(f"  {figures.get(name).label}: median {mid / MIB:.2f} MiB, {low / MIB:.2f}-{high / MIB:.2f}, "
+                  f"spread {(high - low) / MIB:.2f} MiB ({(high - low) / mid:.1%})")
     return 0
 
 

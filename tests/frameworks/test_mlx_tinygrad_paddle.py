@@ -173,6 +173,24 @@ def test_paddle_remat_compiled_is_unavailable_with_the_reason():
     assert str(err.value) == COMPILED_REMAT and "eager only" in COMPILED_REMAT
 
 
+def test_paddle_records_its_executor_garbage_collection_as_it_runs():
+    """A compiled step's figures depend on whether Paddle's executor frees dead
+    intermediates (FLAGS_eager_delete_tensor_gb 0, its default) or keeps them for the
+    run (< 0: chained_dot small's step peak 50 -> 145 MiB), so the record says which,
+    read from Paddle, not assumed."""
+    _needs("paddle")
+    import paddle
+
+    adapter = frameworks.get("paddle")
+    before = paddle.get_flags(["FLAGS_eager_delete_tensor_gb"])["FLAGS_eager_delete_tensor_gb"]
+    assert adapter.load("cpu", "compiled").settings()["FLAGS_eager_delete_tensor_gb"] == before
+    paddle.set_flags({"FLAGS_eager_delete_tensor_gb": -1.0})
+    try:
+        assert adapter.load("cpu", "compiled").settings()["FLAGS_eager_delete_tensor_gb"] == -1.0
+    finally:
+        paddle.set_flags({"FLAGS_eager_delete_tensor_gb": before})
+
+
 # ---- the breakdown's hooks (harness/measure/breakdown.py) ------------------------------
 def _breakdown(name, workload, size, mode="eager", optimizer=None, remat="none"):
     from harness.measure import breakdown
