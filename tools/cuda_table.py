@@ -4,9 +4,9 @@
 
 Columns: the allocator's step peak (an upper bound marked "<="), reserved (the
 allocator's cache at its highest in the step; "-" in records from before it was
-recorded), NVML's figure of the process, peak / bound, the median step time ("~" after it: noisy, advisory only, as the run's own
-table marks it: the record's `time_noise` says why), and the gradient error. docs/gpu.md
-defines each.
+recorded), NVML's figure of the process, peak / bound, the median step time ("~" after
+it: noisy, advisory only, as the run's own table marks it: the record's `time_noise`
+says why), and the gradient error. docs/gpu.md defines each.
 """
 
 import json
