@@ -271,8 +271,10 @@ def _measure_release(adapter, release, args, where):
         store.merge(out, name, args.repeats)
     store.write_env(out, name, version, {"measure_s": round(time.monotonic() - measured, 1)})
     if not args.keep_envs and not was_cached:
-        envs.remove(env_.path)
-        store.write_env(out, name, version, {"pruned": True})
+        if envs.remove(env_.path):
+            store.write_env(out, name, version, {"pruned": True})
+        else:
+            print(f"{where} {name}=={version}: environment kept, another process is using it", flush=True)
     return 0
 
 

@@ -179,4 +179,5 @@ class SideBySide:
                      if detect.release_of(r) == release}
             for path in paths - {None}:
                 if os.path.basename(path) not in self.cached_before and os.path.isdir(path):
-                    envs.remove(path)
+                    if not envs.remove(path):
+                        self.say(f"  {path}: kept, another process is using it", flush=True)

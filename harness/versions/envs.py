@@ -15,7 +15,10 @@ gradmem itself with ``--no-deps`` (nothing re-resolved). A version whose require
 conflict with those pins fails like any install: the cell is `unavailable` with pip's
 last lines. The environment is built in a scratch directory beside its final place and
 renamed there only when complete, under a lock (two sweeps build it once); a stop signal
-kills pip and removes the scratch directory.
+kills pip and removes the scratch directory. A process that takes an environment into
+use (`for_version`) holds a shared lock on ``jax-0.9.2.use`` until it exits or removes
+it itself, and `remove` leaves an environment another process holds: a release sweep and a
+confirmation of one framework, run at once, each prune what they built.
 
 Workers in such an environment run the *running* gradmem's code (the ``harness``
 package put first on PYTHONPATH through a directory holding only a link to it:
@@ -47,6 +50,8 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_
 PIP_TIMEOUT_S = 1800
 #: made once per process: the code directory per workdir (code_path) and "wheel" (gradmem_wheel)
 _made = {}
+#: the environments this process uses: name ("jax-0.9.2") -> the open file of its shared NAME.use lock
+_in_use = {}
 
 
 def cache_root():
@@ -103,11 +108,30 @@ def cached(name):
 
 
 def for_version(adapter, version, torch_index=None, requires_python=None):
-    """The environment of `adapter`'s framework at `version`, built if needed; raises
-    Unavailable (with the installer's last lines) when it cannot be installed. A
-    release whose Requires-Python (`requires_python`, as the index says, or pip's
-    refusal) excludes the running Python is built with another Python of this host
+    """The environment of `adapter`'s framework at `version`, built if needed, and held
+    in use by this process until it exits (no other process's `remove` deletes it under
+    its workers); raises Unavailable (with the installer's last lines) when it cannot be
+    installed. A release whose Requires-Python (`requires_python`, as the index says, or
+    pip's refusal) excludes the running Python is built with another Python of this host
     (interpreters.py) when there is one."""
+    _hold(f"{adapter.name}-{version}")  # before it is looked for: a removal under way ends first
+    return _found_or_built(adapter, version, torch_index, requires_python)
+
+
+def _use_lock(name):
+    """The file whose shared locks say who uses `name`'s environments (any Python's)."""
+    return os.path.join(cache_root(), name + ".use")
+
+
+def _hold(name):
+    if name not in _in_use:
+        os.makedirs(cache_root(), exist_ok=True)
+        handle = open(_use_lock(name), "a")
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        _in_use[name] = handle
+
+
+def _found_or_built(adapter, version, torch_index, requires_python):
     package = adapter.package
     name = f"{adapter.name}-{version}"
     found = cached(name)
@@ -300,15 +324,29 @@ def _made_once(name, fill, reuse=None, tag=None):
 
 
 def remove(path):
-    """Delete a built environment so that no reader ever finds it half-deleted: it is
-    renamed out of its place first (one atomic step, under its build lock), then
-    removed. A removal cut short (a restart mid-rmtree) once left a manifest over an
-    environment without NumPy's or TensorFlow's files, and the next sweep took it as
-    built: every cell an ImportError."""
+    """Delete a built environment unless another process uses it; True when it is gone.
+
+    Never under another process's workers: one that took it into use (`for_version`)
+    holds a shared lock on NAME.use, and then the environment stays (False) for that
+    process's own prune, or the next. This process's own hold is let go first.
+
+    No reader ever finds it half-deleted: it is renamed out of its place first (one
+    atomic step, under its build lock), then removed. A removal cut short (a restart
+    mid-rmtree) once left a manifest over an environment without NumPy's or TensorFlow's
+    files, and the next sweep took it as built: every cell an ImportError."""
+    name = re.sub(r"-py\d+\.\d+$", "", os.path.basename(path))
+    mine = _in_use.pop(name, None)
+    if mine is not None:
+        mine.close()
     os.makedirs(cache_root(), exist_ok=True)
-    with open(path + ".lock", "a") as lock:
+    with open(path + ".lock", "a") as lock, open(os.path.join(os.path.dirname(path), name + ".use"), "a") as use:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(use, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
         _discard(path)
+    return True
 
 
 def _discard(path):

@@ -64,4 +64,5 @@ def test_two_real_releases_a_change_found_and_a_flat_figure_not_flagged(tmp_path
         f for f in document["flat"] if f["figure"] == "step_peak.forward").items()
     assert (out / "autograd.html").exists()
     # environments this sweep built are pruned (no --keep-envs)
-    assert not [p for p in os.listdir(tmp_path / "envs") if p.startswith("autograd-") and not p.endswith(".lock")]
+    assert not [p for p in os.listdir(tmp_path / "envs")
+                if p.startswith("autograd-") and not p.endswith((".lock", ".use"))]  # lock files stay

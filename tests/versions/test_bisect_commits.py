@@ -156,7 +156,7 @@ def test_sigterm_while_installing_removes_the_half_built_environment(history, en
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 128 + signal.SIGTERM, out + err
     assert "interrupted by SIGTERM" in err
-    assert os.listdir(tmp_path / "envs") == [] or all(name.endswith(".lock") for name in os.listdir(tmp_path / "envs"))
+    assert os.listdir(tmp_path / "envs") == [] or all(name.endswith((".lock", ".use")) for name in os.listdir(tmp_path / "envs"))
 
 
 def _pip_installing_into(envs):

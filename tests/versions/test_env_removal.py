@@ -1,8 +1,11 @@
-"""A pruned environment is gone whole or not at all (harness/versions/envs.py: remove)."""
+"""A pruned environment is gone whole or not at all, and never while another process
+uses it (harness/versions/envs.py: remove)."""
 
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 from harness.versions import envs
 
@@ -19,9 +22,9 @@ def _built(tmp_path, monkeypatch, name):
 
 def test_removed_environment_is_not_cached_and_leaves_nothing(tmp_path, monkeypatch):
     path = _built(tmp_path, monkeypatch, "x-1.0")
-    envs.remove(path)
+    assert envs.remove(path)
     assert envs.cached("x-1.0") is None
-    assert sorted(os.listdir(envs.cache_root())) == ["x-1.0-" + envs.python_tag() + ".lock"]
+    assert sorted(os.listdir(envs.cache_root())) == ["x-1.0-" + envs.python_tag() + ".lock", "x-1.0.use"]
 
 
 def test_a_removal_cut_short_never_leaves_a_manifest_over_a_partial_environment(tmp_path, monkeypatch):
@@ -63,3 +66,39 @@ def test_a_layer_made_on_another_base_is_made_again(tmp_path, monkeypatch):
     again = envs.layer("x-commit-1", new_base, install_into, dists=())
     assert made_on == [old_base.python, new_base.python]
     assert again.manifest["layer_of"] == new_base.path
+
+
+_HOLDER = """
+import sys
+from harness.versions import envs
+envs._hold(sys.argv[1])  # as for_version does before it looks for the environment
+print("held", flush=True)
+sys.stdin.read()  # holds it until the test closes this pipe
+"""
+
+
+def test_an_environment_another_process_uses_is_kept_until_it_is_done(tmp_path, monkeypatch):
+    # a release sweep and a confirmation of one framework at once: each prunes what it
+    # built, and one's prune must not delete the environment the other's workers run in
+    path = _built(tmp_path, monkeypatch, "x-1.0")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(envs.__file__))))
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, "x-1.0"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=dict(os.environ, PYTHONPATH=root))
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert envs.remove(path) is False
+        assert envs.cached("x-1.0") is not None
+    finally:
+        holder.stdin.close()
+        assert holder.wait(timeout=60) == 0
+    assert envs.remove(path) is True  # its user has exited
+    assert envs.cached("x-1.0") is None
+
+
+def test_this_process_removes_what_it_holds(tmp_path, monkeypatch):
+    path = _built(tmp_path, monkeypatch, "x-1.0")
+    monkeypatch.setattr(envs, "_in_use", {})
+    envs._hold("x-1.0")
+    assert envs.remove(path)  # its own hold is let go first
+    assert envs._in_use == {}
+    assert envs.cached("x-1.0") is None
