@@ -1,6 +1,6 @@
 """docs/releases.md's confirmation blocks, made from the stores instead of by hand.
 
-    python tools/release_tallies.py                        # print the three blocks
+    python tools/release_tallies.py                        # print the blocks
     python tools/release_tallies.py --write docs/releases.md   # replace them in place
 
 The blocks, each found by the line that introduces it and replaced up to the first line
@@ -9,15 +9,20 @@ that is not part of it:
 - after "**Confirmed changes a user would act on**": one bullet per (workload, mode,
   release pair) of every store's actionable changes (confirm.lead_lines);
 - after "**Flagged vs confirmed**": the per-framework table (memory figures);
-- after "Per figure, where anything was measured side by side:": the per-figure table.
+- after "Per figure, where anything was measured side by side:": the per-figure table;
+- after "**What is left to confirm**": per store, the pending changes, their release
+  pairs (all and past the size rule), and what measuring them costs at the pace of the
+  samples its confirmation store holds.
 
 Every figure comes from the stores' `*.changes.json` (their `tally` and `changes`), so
 the docs say what the stores hold after each `harness releases --confirm`.
 """
 
 import argparse
+import datetime
 import json
 import pathlib
+import statistics
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -40,10 +45,36 @@ STORES = (
 ACTIONABLE_HEAD = "**Confirmed changes a user would act on**"
 FRAMEWORK_HEAD = "**Flagged vs confirmed**"
 FIGURE_HEAD = "Per figure, where anything was measured side by side:"
+LEFT_HEAD = "**What is left to confirm**"
+#: the widest wall between two samples counted as one sample's (samples further apart are two runs)
+RUN_GAP_S = 600
 
 
 def load():
     return [(label, bold, tag, json.loads((ROOT / path).read_text())) for label, bold, tag, path in STORES]
+
+
+def confirm_records(changes_path):
+    """The side-by-side samples held beside a store's changes file."""
+    path = ROOT / changes_path.replace(".changes.json", ".confirm.jsonl")
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def sample_walls(records):
+    """mode -> the walls between one side-by-side sample and the next (seconds, each
+    sample's end to the next's within one run, under the later sample's mode): the pace a
+    pending pair is measured at (a compiled sample can be a cold compile, ten times an
+    eager one)."""
+    ends = sorted((datetime.datetime.fromisoformat(r["provenance"]["finished_at"]), r["mode"])
+                  for r in records if (r.get("provenance") or {}).get("finished_at"))
+    walls = {}
+    for (a, _), (b, mode) in zip(ends, ends[1:]):
+        # a longer gap is between runs (or an environment's build), not a sample's cost
+        if 0 < (b - a).total_seconds() <= RUN_GAP_S:
+            walls.setdefault(mode, []).append((b - a).total_seconds())
+    return walls
 
 
 def _name(bold, tag):
@@ -88,6 +119,41 @@ def figure_table(stores):
     return lines
 
 
+def left_table(stores):
+    """Per store: the pending changes, their (workload, mode, release pair) groups, the
+    groups past the size rule, and the hours they take at the median sample wall of
+    their mode held (PAIRS pairs = 2 x PAIRS samples a group; a lower bound: an
+    undecided figure goes on to MAX_PAIRS, and a release's environment is built first
+    where it is not kept)."""
+    lines = ["| framework | changes not measured yet | their release pairs (workload, mode) | of them past the size "
+             "rule | median wall a sample, s (samples) | hours: all / past the size rule |",
+             "|---|---|---|---|---|---|"]
+    paths = {label: path for label, _, _, path in STORES}
+    for label, _, _, document in stores:
+        pending = [c for c in document["changes"] if (c.get("confirmation") or {}).get("status") == "pending"]
+        groups = {confirm.group_key(c) for c in pending}
+        large = {confirm.group_key(c) for c in pending if confirm.large(c)}
+        held = sample_walls(confirm_records(paths[label]))
+        walls = {mode: statistics.median(w) for mode, w in held.items()}
+        counts = {mode: len(w) for mode, w in held.items()}
+        pace = ", ".join(f"{mode} {walls[mode]:.0f} ({counts[mode]})" for mode in sorted(walls)) or "–"
+
+        def hours(keys):
+            if any(key[1] not in walls for key in keys):
+                return "?"  # a mode without a sample held: no pace to go by
+            return f"{sum(walls[key[1]] for key in keys) * 2 * confirm.PAIRS / 3600:.1f}"
+
+        cost = f"{hours(groups)} / {hours(large)}" if groups else "–"
+        lines.append(f"| {label} | {len(pending)} | {len(groups)} | {len(large)} | {pace} | {cost} |")
+    return lines
+
+
+def blocks(stores):
+    """(head, block) of every block the docs hold, in the docs' order."""
+    return ((ACTIONABLE_HEAD, actionable_lines(stores)), (FRAMEWORK_HEAD, framework_table(stores)),
+            (FIGURE_HEAD, figure_table(stores)), (LEFT_HEAD, left_table(stores)))
+
+
 def replace_block(text, head, block, starts=("|", "- ")):
     """`text` with the lines of the block after the paragraph that begins with `head`
     (the first run of lines beginning with one of `starts`) replaced by `block`."""
@@ -104,18 +170,16 @@ def replace_block(text, head, block, starts=("|", "- ")):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", metavar="MARKDOWN", help="replace the three blocks in this file")
+    parser.add_argument("--write", metavar="MARKDOWN", help="replace the blocks in this file")
     args = parser.parse_args(argv)
-    stores = load()
-    blocks = ((ACTIONABLE_HEAD, actionable_lines(stores)), (FRAMEWORK_HEAD, framework_table(stores)),
-              (FIGURE_HEAD, figure_table(stores)))
+    made = blocks(load())
     if not args.write:
-        for head, block in blocks:
+        for head, block in made:
             print(head, *block, "", sep="\n")
         return 0
     path = pathlib.Path(args.write)
     text = path.read_text()
-    for head, block in blocks:
+    for head, block in made:
         text = replace_block(text, head, block)
     path.write_text(text)
     return 0
