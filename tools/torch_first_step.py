@@ -1,0 +1,105 @@
+"""What torch.compile's cold first step holds, phase by phase, in one release's environment.
+
+    ENV=~/.cache/gradmem/envs/torch-2.8.0-py3.11     # a release's environment (harness releases)
+    $ENV/bin/python tools/torch_first_step.py rnn_fanout
+    $ENV/bin/python tools/torch_first_step.py rnn_fanout --no-guard-profile
+
+The harness's own compiled step of the workload (the torch adapter's `split_vjp`), its
+first call, as the memory pass measures it: the heap settled (gc, malloc_trim) and the
+high-water mark reset before each phase, under the memory pass's allocator settings
+(harness/sweep/environment.py MEMORY_SETTINGS, set here before the interpreter starts)
+and an empty Inductor cache of its own. Prints, in MiB, each phase's peak above its
+start and what it leaves.
+
+`--no-guard-profile` replaces `torch._dynamo.guards.profile_guard_manager` with a no-op:
+from torch 2.8.0 Dynamo times a frame's new guards once after compiling it, and that
+call first "flushes the CPU cache" through a 32 MiB buffer it allocates, writes, reads
+and frees (pytorch/pytorch PR #154764); the cold first step's forward phase peaks that
+much higher (docs/releases.md, PyTorch, (4)). No torch setting turns it off."""
+
+import argparse
+import ctypes
+import gc
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _status():
+    """VmRSS and VmHWM of this process, in MiB."""
+    found = {}
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found[key] = int(value.split()[0]) / 1024
+    return found
+
+
+def _settled():
+    """The resident size after gc and malloc_trim, the high-water mark reset to it."""
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")  # VmHWM := VmRSS
+    return _status()["VmRSS"]
+
+
+def _reexec_with_memory_settings():
+    """The allocator settings are read at start-up: start again with them (once)."""
+    from harness.sweep.environment import MEMORY_SETTINGS
+
+    if all(os.environ.get(k) == v for k, v in MEMORY_SETTINGS.items()):
+        return
+    os.environ.update(MEMORY_SETTINGS)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="gradmem-inductor-"))
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+
+
+def main():
+    from harness import workloads
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workload", choices=workloads.NAMES)
+    parser.add_argument("--size", default="small", choices=("tiny", "small", "paper"))
+    parser.add_argument("--no-guard-profile", action="store_true",
+                        help="Dynamo's guard profiling (and its 32 MiB cache flush) made a no-op")
+    args = parser.parse_args()
+    _reexec_with_memory_settings()
+
+    import numpy as np
+    import torch
+
+    from harness.frameworks.torch import TorchAdapter
+
+    if args.no_guard_profile:
+        import torch._dynamo.guards as guards
+        guards.profile_guard_manager = lambda *unused: 0.0
+    workload = workloads.get(args.workload)
+    cfg = workloads.config(args.workload, args.size, None)
+    params, inputs = workload.init(np.random.default_rng(0), cfg, np.float32)
+    adapter = TorchAdapter().load(mode="compiled")
+    forward, backward = adapter.split_vjp(lambda ops, p, i: workload.loss(ops, p, i, cfg), mode="compiled")
+    params, inputs = adapter.from_numpy(params), adapter.from_numpy(inputs)
+
+    start = _settled()
+    state = forward(params, inputs)
+    after_forward = _status()
+    backward_start = _settled()
+    grads = backward(state)
+    after_backward = _status()
+    del state, grads
+    left = _settled() - start
+    print(f"torch {torch.__version__}, {args.workload} {args.size} compiled, cold first step"
+          f"{', guard profiling off' if args.no_guard_profile else ''} (MiB)")
+    print(f"forward:  peak +{after_forward['VmHWM'] - start:.1f} above the step's start, "
+          f"leaves +{after_forward['VmRSS'] - start:.1f}")
+    print(f"backward: peak +{after_backward['VmHWM'] - backward_start:.1f} above its start, "
+          f"leaves +{after_backward['VmRSS'] - backward_start:.1f}")
+    print(f"step:     leaves +{left:.1f} once settled")
+
+
+if __name__ == "__main__":
+    main()
