@@ -8,8 +8,8 @@ The harness's own compiled step of the workload (the torch adapter's `split_vjp`
 first call, as the memory pass measures it: the heap settled (gc, malloc_trim) and the
 high-water mark reset before each phase, under the memory pass's allocator settings
 (harness/sweep/environment.py MEMORY_SETTINGS, set here before the interpreter starts)
-and an empty Inductor cache of its own. Prints, in MiB, each phase's peak above its
-start and what it leaves.
+(or glibc's defaults, `--malloc default`) and an empty Inductor cache of its own.
+Prints, in MiB, each phase's peak above its start and what it leaves.
 
 `--no-guard-profile` replaces `torch._dynamo.guards.profile_guard_manager` with a no-op:
 from torch 2.8.0 Dynamo times a frame's new guards once after compiling it, and that
@@ -47,13 +47,19 @@ def _settled():
     return _status()["VmRSS"]
 
 
-def _reexec_with_memory_settings():
-    """The allocator settings are read at start-up: start again with them (once)."""
+def _reexec_with(malloc):
+    """The allocator settings are read at start-up: start again with them (once), and
+    with an empty Inductor cache (a cold compile)."""
     from harness.sweep.environment import MEMORY_SETTINGS
 
-    if all(os.environ.get(k) == v for k, v in MEMORY_SETTINGS.items()):
+    wanted = dict(MEMORY_SETTINGS) if malloc == "memory-pass" else {k: None for k in MEMORY_SETTINGS}
+    if all(os.environ.get(k) == v for k, v in wanted.items()) and "TORCHINDUCTOR_CACHE_DIR" in os.environ:
         return
-    os.environ.update(MEMORY_SETTINGS)
+    for key, value in wanted.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="gradmem-inductor-"))
     os.execv(sys.executable, [sys.executable] + sys.argv)
 
@@ -66,8 +72,11 @@ def main():
     parser.add_argument("--size", default="small", choices=("tiny", "small", "paper"))
     parser.add_argument("--no-guard-profile", action="store_true",
                         help="Dynamo's guard profiling (and its 32 MiB cache flush) made a no-op")
+    parser.add_argument("--malloc", default="memory-pass", choices=("memory-pass", "default"),
+                        help="glibc as the memory pass sets it (a fixed 32 KiB mmap threshold: what is "
+                             "freed goes back) or as users run it (default)")
     args = parser.parse_args()
-    _reexec_with_memory_settings()
+    _reexec_with(args.malloc)
 
     import numpy as np
     import torch
@@ -92,7 +101,7 @@ def main():
     after_backward = _status()
     del state, grads
     left = _settled() - start
-    print(f"torch {torch.__version__}, {args.workload} {args.size} compiled, cold first step"
+    print(f"torch {torch.__version__}, {args.workload} {args.size} compiled, cold first step, glibc {args.malloc}"
           f"{', guard profiling off' if args.no_guard_profile else ''} (MiB)")
     print(f"forward:  peak +{after_forward['VmHWM'] - start:.1f} above the step's start, "
           f"leaves +{after_forward['VmRSS'] - start:.1f}")
