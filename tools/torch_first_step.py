@@ -18,32 +18,28 @@ and frees (pytorch/pytorch PR #154764); the cold first step's forward phase peak
 much higher (docs/releases.md, PyTorch, (4)). No torch setting turns it off."""
 
 import argparse
-import ctypes
-import gc
 import os
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from harness.measure import probes  # noqa: E402
+
+MIB = 1024 * 1024
+
 
 def _status():
     """VmRSS and VmHWM of this process, in MiB."""
-    found = {}
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                found[key] = int(value.split()[0]) / 1024
-    return found
+    found = probes.status_bytes()
+    return {key: found[key] / MIB for key in ("VmRSS", "VmHWM")}
 
 
 def _settled():
-    """The resident size after gc and malloc_trim, the high-water mark reset to it."""
-    gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open("/proc/self/clear_refs", "w") as handle:
-        handle.write("5")  # VmHWM := VmRSS
+    """The resident size after the memory pass's settle (gc, malloc_trim), the high-water
+    mark reset to it."""
+    probes.settle()
+    probes.reset_hwm()
     return _status()["VmRSS"]
 
 

@@ -118,15 +118,15 @@ def for_version(adapter, version, torch_index=None, requires_python=None):
     return _found_or_built(adapter, version, torch_index, requires_python)
 
 
-def _use_lock(name):
-    """The file whose shared locks say who uses `name`'s environments (any Python's)."""
-    return os.path.join(cache_root(), name + ".use")
+def _use_lock(root, name):
+    """The file in `root` whose shared locks say who uses `name`'s environments (any Python's)."""
+    return os.path.join(root, name + ".use")
 
 
 def _hold(name):
     if name not in _in_use:
         os.makedirs(cache_root(), exist_ok=True)
-        handle = open(_use_lock(name), "a")
+        handle = open(_use_lock(cache_root(), name), "a")
         fcntl.flock(handle, fcntl.LOCK_SH)
         _in_use[name] = handle
 
@@ -339,7 +339,7 @@ def remove(path):
     if mine is not None:
         mine.close()
     os.makedirs(cache_root(), exist_ok=True)
-    with open(path + ".lock", "a") as lock, open(os.path.join(os.path.dirname(path), name + ".use"), "a") as use:
+    with open(path + ".lock", "a") as lock, open(_use_lock(os.path.dirname(path), name), "a") as use:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             fcntl.flock(use, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -1,8 +1,9 @@
 """docs/releases.md's confirmation blocks say what the committed stores hold.
 
 tools/release_tallies.py makes the blocks (the actionable changes, the per-framework and
-the per-figure tables, what is left to confirm and its cost) from releases/*.changes.json; a confirmation run that changes a
-store without `--write docs/releases.md` after it leaves the docs stale, and this fails."""
+the per-figure tables, what is left to confirm and its cost) from releases/*.changes.json;
+a confirmation run that changes a store without `--write docs/releases.md` after it leaves
+the docs stale, and this fails."""
 
 import importlib.util
 import pathlib
