@@ -25,8 +25,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from harness.measure import probes  # noqa: E402
-
-MIB = 1024 * 1024
+from harness.units import MIB  # noqa: E402
 
 
 def _status():
