@@ -12,7 +12,10 @@ that is not part of it:
 - after "Per figure, where anything was measured side by side:": the per-figure table;
 - after "**What is left to confirm**": per store, the pending changes, their release
   pairs (all and past the size rule), and what measuring them costs at the pace of the
-  samples its confirmation store holds.
+  samples its confirmation store holds;
+- after "### What moved, and where" (the PyTorch section): every flagged change of step
+  peak or retained in torch's stores, its band, the part that moved and its side-by-side
+  verdict (torch is the one framework whose section lists every change in a table).
 
 Every figure comes from the stores' `*.changes.json` (their `tally` and `changes`), so
 the docs say what the stores hold after each `harness releases --confirm`.
@@ -29,6 +32,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.releases import confirm, detect  # noqa: E402
+from harness.units import MIB  # noqa: E402
+from harness.versions import index  # noqa: E402
 
 #: (label in the docs, bold name in a bullet, the store's changes file), in the docs' order
 STORES = (
@@ -46,6 +51,10 @@ ACTIONABLE_HEAD = "**Confirmed changes a user would act on**"
 FRAMEWORK_HEAD = "**Flagged vs confirmed**"
 FIGURE_HEAD = "Per figure, where anything was measured side by side:"
 LEFT_HEAD = "**What is left to confirm**"
+MOVED_HEAD = "### What moved, and where"
+#: the stores MOVED_HEAD's table lists, and the figures it lists of them
+MOVED_FRAMEWORK = "torch"
+MOVED_FIGURES = ("step_peak", "retained")
 #: the widest wall between two samples counted as one sample's (samples further apart are two runs)
 RUN_GAP_S = 600
 
@@ -148,10 +157,43 @@ def left_table(stores):
     return lines
 
 
+def _side_by_side(change):
+    """A change's verdict in a table cell: the side-by-side figures where it was measured."""
+    found = change.get("confirmation") or {}
+    status = found.get("status", "pending")
+    if "before" not in found:
+        return status
+    return (f"{status}: {found['before'] / MIB:.2f} -> {found['after'] / MIB:.2f}, "
+            f"{found['pairs']} pairs, p = {found['p']:.3g}")
+
+
+def moved_table(stores):
+    """Every flagged (not advisory) step-peak or retained change of MOVED_FRAMEWORK's
+    stores, in release order: the sweep's medians and band, what moved (the breakdown,
+    the retained page kind) and the side-by-side verdict. Only a confirmed row is a
+    change (confirm.py); the others are shown as what the sweep flagged."""
+    lines = ["| store | workload | figure | release pair | sweep, MiB (median -> median) | band | what moved | "
+             "side by side |", "|---|---|---|---|---|---|---|---|"]
+    for _, bold, tag, document in stores:
+        if bold != MOVED_FRAMEWORK:
+            continue
+        rows = [c for c in document["changes"] if not c["advisory"] and c["figure"] in MOVED_FIGURES]
+        rows.sort(key=lambda c: (c["mode"] != "eager", MOVED_FIGURES.index(c["figure"]),
+                                 index.sort_key(c["before_release"]), index.sort_key(c["release"]),
+                                 c["workload"]))
+        for c in rows:
+            gap = c.get("unmeasured_between") or []
+            pair = f"{c['before_release']} -> {c['release']}" + (f" ({len(gap)} between unmeasured)" if gap else "")
+            lines.append(f"| {tag} | {c['workload']} {c['mode']} | {c['figure']} | {pair} | "
+                         f"{c['before'] / MIB:.2f} -> {c['after'] / MIB:.2f} ({c['delta'] / MIB:+.2f}) | "
+                         f"{c['band'] / MIB:.2f} | {(c.get('parts') or {}).get('moved', '')} | {_side_by_side(c)} |")
+    return lines
+
+
 def blocks(stores):
     """(head, block) of every block the docs hold, in the docs' order."""
     return ((ACTIONABLE_HEAD, actionable_lines(stores)), (FRAMEWORK_HEAD, framework_table(stores)),
-            (FIGURE_HEAD, figure_table(stores)), (LEFT_HEAD, left_table(stores)))
+            (FIGURE_HEAD, figure_table(stores)), (LEFT_HEAD, left_table(stores)), (MOVED_HEAD, moved_table(stores)))
 
 
 def replace_block(text, head, block, starts=("|", "- ")):

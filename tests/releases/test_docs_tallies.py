@@ -45,3 +45,25 @@ def test_a_sample_wall_is_end_to_end_within_a_run_under_the_later_samples_mode()
                sample("02:00:00", "eager"),  # the next run: 58 minutes is not a sample's wall
                sample("02:00:20", "eager"), {"mode": "eager", "provenance": {}}]
     assert tool.sample_walls(records) == {"eager": [40.0, 20.0], "compiled": [90.0]}
+
+
+def test_the_moved_table_lists_torchs_flagged_step_peak_and_retained_changes_with_their_verdict():
+    tool = _tool()
+    mib = 1 << 20
+
+    def change(figure, release, advisory=False, confirmation=None):
+        return {"workload": "unet", "mode": "eager", "figure": figure, "before_release": "2.1.0", "release": release,
+                "before": 10 * mib, "after": 12 * mib, "delta": 2 * mib, "band": mib // 4, "advisory": advisory,
+                "parts": {"moved": "retained.file +2.00 MiB"}, "confirmation": confirmation}
+
+    confirmed = {"status": "confirmed", "before": 10 * mib, "after": 12.5 * mib, "pairs": 5, "p": 0.00397}
+    torch = {"changes": [change("retained", "2.3.1", confirmation=confirmed), change("step_peak", "2.2.0"),
+                         change("time", "2.2.0", advisory=True), change("footprint", "2.2.0")]}
+    other = {"changes": [change("retained", "2.2.0")]}
+    rows = tool.moved_table([("jax", "jax", None, other), ("torch (py3.11 store)", "torch", "py3.11", torch)])[2:]
+    # the step peak before retained; time (advisory) and footprint are not this table's figures; jax is not torch
+    assert rows == [
+        "| py3.11 | unet eager | step_peak | 2.1.0 -> 2.2.0 | 10.00 -> 12.00 (+2.00) | 0.25 | retained.file +2.00 MiB "
+        "| pending |",
+        "| py3.11 | unet eager | retained | 2.1.0 -> 2.3.1 | 10.00 -> 12.00 (+2.00) | 0.25 | retained.file +2.00 MiB "
+        "| confirmed: 10.00 -> 12.50, 5 pairs, p = 0.00397 |"]
