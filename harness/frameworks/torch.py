@@ -349,7 +349,15 @@ class TorchAdapter(Adapter):
         found = {}
         for tensor in leaves(tree):
             storage = _untyped_storage(tensor)
-            found[(storage.device.type, storage.data_ptr())] = storage.nbytes()
+            # A storage with no memory in this process holds no bytes to count: torch 2.1's
+            # compiled step leaves tracing-time tensors among those saved for backward, whose
+            # storage raises "invalid python storage"; a FakeTensor's reads 0 (with a warning).
+            try:
+                pointer = storage.data_ptr()
+            except RuntimeError:
+                continue
+            if pointer:
+                found[(storage.device.type, pointer)] = storage.nbytes()
         return found
 
     # ---- CUDA: everything device-specific for torch is below -------------------------

@@ -9,6 +9,9 @@ stand-ins for what those releases lack, so no old torch is installed here.
   `unavailable` with the reason, not an error in every cell.
 - torch < 2.0 has no Tensor.untyped_storage(): the breakdown reads storage().untyped()
   (1.13) or storage()._untyped() (1.12).
+- torch 2.1's compiled step leaves tracing-time tensors among those saved for backward;
+  their storage raises "invalid python storage" at data_ptr(): they hold no bytes here
+  and are skipped, not an error of the cell (tiny_nerf compiled on 2.1.0 was one).
 """
 
 import types
@@ -82,3 +85,21 @@ def test_buffer_bytes_reads_a_storage_without_untyped_storage():
         found = frameworks.get("torch").buffer_bytes([old])
         assert list(found.values()) == [6 * 4]  # six float32
     assert found == frameworks.get("torch").buffer_bytes([tensor])  # the same storage, the same key
+
+
+def test_buffer_bytes_skips_a_storage_with_no_memory_in_this_process():
+    torch = pytest.importorskip("torch")
+    real = torch.zeros(6, dtype=torch.float32)
+
+    class Invalid:  # 2.1's leftover of tracing: its storage has no data pointer to read
+        def untyped_storage(self):
+            def refuse():
+                raise RuntimeError("Attempted to access the data pointer on an invalid python storage.")
+            return types.SimpleNamespace(device=real.device, data_ptr=refuse, nbytes=lambda: 1 << 20)
+
+    class Fake:  # a FakeTensor's storage reads 0 (newer torch, with a warning)
+        def untyped_storage(self):
+            return types.SimpleNamespace(device=real.device, data_ptr=lambda: 0, nbytes=lambda: 1 << 20)
+
+    found = frameworks.get("torch").buffer_bytes([Invalid(), real, Fake()])
+    assert list(found.values()) == [6 * 4]  # the real tensor's six float32 only, not the 1 MiB either claims
