@@ -182,8 +182,7 @@ def moved_table(stores):
                                  index.sort_key(c["before_release"]), index.sort_key(c["release"]),
                                  c["workload"]))
         for c in rows:
-            gap = c.get("unmeasured_between") or []
-            pair = f"{c['before_release']} -> {c['release']}" + (f" ({len(gap)} between unmeasured)" if gap else "")
+            pair = f"{c['before_release']} -> {c['release']}{detect.gap_note(c)}"  # the page's words for a gap
             lines.append(f"| {tag} | {c['workload']} {c['mode']} | {c['figure']} | {pair} | "
                          f"{c['before'] / MIB:.2f} -> {c['after'] / MIB:.2f} ({c['delta'] / MIB:+.2f}) | "
                          f"{c['band'] / MIB:.2f} | {(c.get('parts') or {}).get('moved', '')} | {_side_by_side(c)} |")

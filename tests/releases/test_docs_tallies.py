@@ -67,3 +67,7 @@ def test_the_moved_table_lists_torchs_flagged_step_peak_and_retained_changes_wit
         "| pending |",
         "| py3.11 | unet eager | retained | 2.1.0 -> 2.3.1 | 10.00 -> 12.00 (+2.00) | 0.25 | retained.file +2.00 MiB "
         "| confirmed: 10.00 -> 12.50, 5 pairs, p = 0.00397 |"]
+    # a pair that skips releases measured elsewhere says so in the page's words (detect.gap_note)
+    gapped = dict(change("retained", "2.3.1"), unmeasured_between=["2.2.0"])
+    [row] = tool.moved_table([("torch (py3.11 store)", "torch", "py3.11", {"changes": [gapped]})])[2:]
+    assert "| 2.1.0 -> 2.3.1 [not consecutive: 1 release(s) between (2.2.0..2.2.0)" in row
