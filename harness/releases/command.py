@@ -130,8 +130,10 @@ def check(args):
         raise choices.ChoiceError("--confirm measures an existing store's flagged changes: not with --page-only "
                                   "or --resume (it resumes by itself)")
     choices.check_choice("confirm scope", args.confirm_scope, CONFIRM_SCOPES)
-    if args.pairs < confirm.MIN_SAMPLES or args.max_pairs < args.pairs:
-        raise choices.ChoiceError(f"--pairs must be >= {confirm.MIN_SAMPLES} and --max-pairs >= --pairs")
+    if args.pairs < confirm.PAIRS or args.max_pairs < args.pairs:
+        # fewer pairs can never confirm: 4 against 4 give at best p = 1/70 > ALPHA
+        raise choices.ChoiceError(f"--pairs must be >= {confirm.PAIRS} (fewer pairs can never give p <= "
+                                  f"{confirm.ALPHA}) and --max-pairs >= --pairs")
     if args.repeats < 1 or args.time_repeat < 1 or args.time_budget < 0:
         raise choices.ChoiceError("--repeats and --time-repeat must be >= 1, --time-budget >= 0")
     return adapter

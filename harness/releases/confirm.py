@@ -18,7 +18,9 @@ judged on those samples alone:
                    with 5 pairs, at most one of the 25 A-B comparisons out of order
                    (complete separation is p = 1/252)
     not confirmed  measured, and it does not hold
-    pending        not measured side by side yet (`harness releases --confirm`)
+    pending        not measured side by side yet (`harness releases --confirm`), or
+                   measured in part: fewer than PAIRS pairs, every sample ok (a run
+                   stopped part-way; the next run measures the rest)
     failed         fewer than MIN_SAMPLES ok samples on a side (the cells' messages say why)
     advisory       time: measured on a shared machine, never confirmed as a change
 
@@ -171,8 +173,15 @@ def verdict_of(change, records):
         return {"status": "pending", "why": "not measured side by side yet (harness releases --confirm)"}
     a = [detect.value(r, change["figure"]) for r in a_records]
     b = [detect.value(r, change["figure"]) for r in b_records]
-    verdict = judge(a, b, change["figure"], change["direction"])
     failed = [r.get("message", "")[:200] for r in a_records + b_records if r.get("status") != "ok"]
+    complete = min(len(a_records), len(b_records))
+    if complete < PAIRS and not failed:
+        # a run stopped part-way, not a verdict: fewer than PAIRS pairs can never reach
+        # ALPHA (4 against 4 at best p = 1/70), so judging them would call it "not confirmed"
+        return {"status": "pending", "pairs": complete,
+                "why": f"measured in part: {complete} of {PAIRS} pairs (a stopped run); harness releases --confirm "
+                       f"measures the rest"}
+    verdict = judge(a, b, change["figure"], change["direction"])
     if failed:
         verdict["not_ok"] = failed
     # the side-by-side run measures with today's gradmem: at one release its figure may

@@ -9,13 +9,19 @@ during the run moves both releases alike, where the sweep measured one release's
 rounds, then the next's. Every sample is appended at once to FRAMEWORK.confirm.jsonl
 (compacted like the store's records, tagged with its pair), so an interrupted run
 resumes where it stopped and a run with more --pairs adds pairs to the ones held.
+One run at a time measures a store (`one_run`): a second would measure the same pairs
+again beside the first, each one's samples replacing the other's.
 """
 
+import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
+import time
 
 from harness import interrupts, results
+from harness.choices import ChoiceError
 from harness.releases import confirm, detect, store
 from harness.sweep import cells
 from harness.sweep.cell_runner import Options
@@ -44,6 +50,30 @@ def wanted(document, scope="all", workloads_=None, modes=None, first=None, last=
         found = {key: changes for key, changes in found.items() if any(confirm.large(c) for c in changes)}
     return dict(sorted(found.items(), key=lambda item: (index.sort_key(item[0][2]), index.sort_key(item[0][3]),
                                                         item[0][0], item[0][1])))
+
+
+@contextlib.contextmanager
+def one_run(path):
+    """Hold `path`.run.lock for a confirmation run of the store whose samples are at
+    `path`; a second run of it is refused, naming the one running (the lock is the
+    kernel's: it goes with the process, however that ends)."""
+    with open(f"{path}.run.lock", "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "a process"
+            raise ChoiceError(f"{path}: another `harness releases --confirm` run is measuring this store ({holder}); "
+                              f"two would measure the same pairs twice: wait for it, or stop it (its samples are "
+                              f"kept) and run again") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+        lock.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def memory_passes(workdir, options):
@@ -103,12 +133,17 @@ class SideBySide:
 
     def run(self, groups, pairs=confirm.PAIRS, max_pairs=confirm.MAX_PAIRS):
         """Measure `groups` (wanted()); returns how many samples were measured."""
-        workdir = None
-        measured = 0
         last_use = {}
         for number, key in enumerate(groups):
             for release in key[2:]:
                 last_use[release] = number
+        with one_run(self.path):
+            self.held = store.read(self.path)  # what a run that ended since this one was set up added
+            return self._run(groups, pairs, max_pairs, last_use)
+
+    def _run(self, groups, pairs, max_pairs, last_use):
+        workdir = None
+        measured = 0
         try:
             with interrupts.deferred():
                 workdir = tempfile.mkdtemp(prefix="gradmem-confirm-")

@@ -141,7 +141,8 @@ def test_scope_large_confirms_only_changes_past_the_size_rule(store):
 
 @pytest.mark.parametrize("extra, says", [
     (["--confirm-scope", "some"], "unknown confirm scope 'some'"),
-    (["--pairs", "2"], "--pairs must be >= 3"),
+    (["--pairs", "4"], "--pairs must be >= 5 (fewer pairs can never give p <= 0.01)"),
+    (["--pairs", "6", "--max-pairs", "5"], "--max-pairs >= --pairs"),
     (["--page-only"], "--confirm measures an existing store's flagged changes"),
 ])
 def test_bad_confirm_options_exit_2(store, capsys, extra, says):
@@ -289,3 +290,52 @@ def test_torch_confirm_builds_pruned_releases_from_the_index_named(tmp_path, mon
     document = json.loads((out / "torch.changes.json").read_text())
     [drop] = [c for c in document["changes"] if c["figure"] == "step_peak"]
     assert drop["confirmation"]["status"] == "confirmed" and drop["confirmation"]["delta"] == -29 * MIB
+
+
+def test_a_stopped_run_leaves_its_pair_pending_and_the_next_run_finishes_it(tmp_path):
+    """Two pairs measured, then the run stopped: not a verdict (fewer than five pairs can
+    never reach p <= 0.01), so the change stays pending, and the next run measures the
+    other three pairs only."""
+    change = {"workload": "chained_dot", "mode": "eager", "figure": "step_peak", "before_release": "1.8.0",
+              "release": "1.9.0", "before": 6 * MIB, "after": 14 * MIB, "delta": 8 * MIB, "direction": "up",
+              "advisory": False, "before_samples": [0, 0], "after_samples": [0, 0]}
+    stop_after = {"samples": 4}
+
+    def measure(cells):
+        for cell in cells:
+            if stop_after["samples"] == 0:
+                raise KeyboardInterrupt  # what SIGTERM does to a run (interrupts.handling)
+            stop_after["samples"] -= 1
+            yield cell, record(cell["version"], 6 * MIB + REAL[cell["version"]])
+
+    groups = {confirm.group_key(change): [change]}
+    runner = side_by_side.SideBySide(str(tmp_path), "autograd", "tiny", "float32", measure=measure,
+                                     say=lambda *a, **k: None)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(groups)
+    verdict = confirm.verdict_of(change, runner.held)
+    assert verdict["status"] == "pending" and verdict["pairs"] == 2 and "measured in part" in verdict["why"]
+    stop_after["samples"] = 100
+    runner = side_by_side.SideBySide(str(tmp_path), "autograd", "tiny", "float32", measure=measure,
+                                     say=lambda *a, **k: None)
+    assert runner.run(groups) == 6  # pairs 3-5 only
+    assert confirm.verdict_of(change, runner.held)["status"] == "confirmed"
+
+
+def test_a_second_confirm_run_of_one_store_is_refused_naming_the_first(store, capsys):
+    """Two runs would measure the same pairs twice, each one's samples replacing the
+    other's; the first run's lock (held here through its own open file) refuses the second."""
+    import fcntl
+
+    out, measurer = store
+    with open(f"{side_by_side.store.confirm_path(str(out), 'autograd')}.run.lock", "a+") as first:
+        fcntl.flock(first, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        first.write("pid 4242, since 2026-11-27T06:00:00\n")
+        first.flush()
+        assert confirm_store(out) == 2
+        fcntl.flock(first, fcntl.LOCK_UN)
+    said = capsys.readouterr().err
+    assert "another `harness releases --confirm` run is measuring this store (pid 4242" in said
+    assert measurer.measured == []  # nothing measured twice
+    assert confirm_store(out) == 0  # the first run gone, the store is measured
+    assert measurer.measured
