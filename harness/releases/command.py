@@ -72,6 +72,12 @@ def add_arguments(parser):
         help="torch only: where its releases are installed from, an index URL (the PyTorch CPU index) or 'pypi' "
              "(the CUDA builds, several GB each); without it every torch release is unavailable, never downloaded",
     )
+    parser.add_argument(
+        "--python", default=None, metavar="SPEC",
+        help="build every release with a Python of this host that the PEP 440 specifier admits, e.g. '<3.11' "
+             "(torch 2.0's torch.compile refuses 3.11, which its wheels support); give such a store its own --out "
+             "and GRADMEM_ENV_DIR (default: the running Python, another only where a release requires it)",
+    )
     parser.add_argument("--page-only", action="store_true", help="measure nothing: write the changes and page again")
     parser.add_argument(
         "--confirm", action="store_true",
@@ -121,6 +127,16 @@ def check(args):
     choices.check_choice("executor", args.executor, run_sweep.EXECUTORS)
     if args.torch_index is not None and not adapter.index_must_be_named:
         raise choices.ChoiceError(f"--torch-index says where torch releases come from: it needs --framework torch, not {name}")
+    if args.python is not None:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(args.python)
+        except InvalidSpecifier:
+            raise choices.ChoiceError(f"--python {args.python!r} is not a PEP 440 version specifier "
+                                      f"(e.g. '<3.11', '==3.10.*', '>=3.12')") from None
+        if args.executor == "ray":  # a Ray node builds its environments in a process of its own
+            raise choices.ChoiceError("--python holds in this process only: not with --executor ray")
     if args.address is not None and args.executor != "ray":
         raise choices.ChoiceError("--address is the Ray cluster's: it needs --executor ray")
     args.retry = tuple(choices.parse_choices("retry status", args.retry, RETRYABLE)) if args.retry else ()
@@ -145,6 +161,7 @@ def main(args):
     os.makedirs(out, exist_ok=True)
     if args.page_only:
         return _publish(adapter, args)
+    envs.require_python(args.python)
     if args.confirm:
         return _confirm(adapter, args)
     try:

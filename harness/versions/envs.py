@@ -52,6 +52,17 @@ PIP_TIMEOUT_S = 1800
 _made = {}
 #: the environments this process uses: name ("jax-0.9.2") -> the open file of its shared NAME.use lock
 _in_use = {}
+#: a Requires-Python every environment this process builds or takes must satisfy, or
+#: None (require_python: `harness releases --python`)
+_required_python = None
+
+
+def require_python(spec):
+    """From now on in this process, build and take only environments whose Python the
+    PEP 440 specifier `spec` admits (None: any). torch 2.0's torch.compile refuses Python
+    3.11, which its wheels support: `--python "<3.11"` measures it as its users could."""
+    global _required_python
+    _required_python = spec
 
 
 def cache_root():
@@ -101,9 +112,13 @@ def cached(name):
     for path in [env_path(name)] + [p for p in others if p != env_path(name)]:
         try:
             with open(os.path.join(path, MANIFEST), encoding="utf-8") as handle:
-                return Env(path, json.load(handle))
+                found = Env(path, json.load(handle))
         except (OSError, ValueError):
             continue
+        python = found.manifest.get("python")
+        if _required_python and not (python and _admits(_required_python, python)):
+            continue  # another Python than the one required (require_python)
+        return found
     return None
 
 
@@ -152,6 +167,8 @@ def _found_or_built(adapter, version, torch_index, requires_python):
         pinned = pinned.replace("==", "===", 1)
     requirements = [pinned] + runtime_pins(exclude=(package,), also=adapter.adapter_requires)
     dists = adapter.distributions + (package,) + tuple(adapter.adapter_requires) + ("scipy",)
+    # the release's own Requires-Python and the one this process requires, both (a comma is "and")
+    requires_python = ",".join(filter(None, (requires_python, _required_python))) or None
     needs = requires_python if requires_python and not _admits(requires_python, sys.version.split()[0]) else None
     if needs is None:
         try:

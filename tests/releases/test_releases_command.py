@@ -153,3 +153,14 @@ def test_torch_index_reaches_the_build_and_every_rounds_sweep(fake_index, monkey
     args = parser.parse_args(["--framework", "torch", "--torch-index", "pypi", "--mode", "eager"])
     ns = command._planned(command.check(args), "2.1.0", args, str(out / "round-1.jsonl"))
     assert ns.torch_index == "pypi"
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--python", "3.10"], "--python '3.10' is not a PEP 440 version specifier (e.g. '<3.11'"),
+    (["--python", "<3.11", "--executor", "ray"], "--python holds in this process only: not with --executor ray"),
+])
+def test_a_bad_python_requirement_exits_2(tmp_path, capsys, extra, says):
+    from harness import cli
+
+    assert cli.main(["releases", "--framework", "autograd", "--out", str(tmp_path), *extra]) == 2
+    assert says in capsys.readouterr().err

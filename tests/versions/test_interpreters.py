@@ -94,3 +94,35 @@ def test_a_long_refusal_list_keeps_the_release_asked_for(tmp_path):
         envs._step(["sh", str(script)], str(tmp_path / "install.log"), "pip install pytensor==3.2.0")
     assert interpreters.needs_other_python(install.last_lines(refusal), "3.2.0") is None  # what the cut line loses
     assert interpreters.needs_other_python(str(caught.value), "3.2.0") == "<3.15,>=3.12"
+
+
+def test_a_required_python_passes_over_the_running_ones_environment(tmp_path, monkeypatch):
+    """`harness releases --python '<3.11'` (torch 2.0's torch.compile refuses 3.11, which
+    its wheels support): an environment of the running Python is not taken, one of an
+    admitted Python is."""
+    monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path))
+    monkeypatch.setattr(envs, "_required_python", None)  # restored after the test
+    running = ".".join(map(str, sys.version_info[:3]))
+    for python in (running, "3.99.1"):
+        folder = tmp_path / f"torch-2.0.1-{envs.python_tag(python)}"
+        folder.mkdir()
+        (folder / envs.MANIFEST).write_text(json.dumps({"python": python, "versions": {"torch": "2.0.1"}}))
+    assert envs.cached("torch-2.0.1").manifest["python"] == running  # by default the running Python's
+    envs.require_python("==3.99.*")
+    assert envs.cached("torch-2.0.1").manifest["python"] == "3.99.1"
+    envs.require_python("==3.98.*")
+    assert envs.cached("torch-2.0.1") is None  # neither admitted: it is built
+
+
+def test_a_required_python_builds_with_the_python_it_admits(tmp_path, monkeypatch):
+    from harness import frameworks
+
+    monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path))
+    monkeypatch.setattr(envs, "_required_python", None)
+    asked, built = [], []
+    monkeypatch.setattr(interpreters, "find", lambda spec: (asked.append(spec), (("/py3.99/bin/python", "3.99.1"), []))[1])
+    monkeypatch.setattr(envs, "build_loading", lambda *a, python=None: built.append(python) or "env")
+    envs.require_python("==3.99.*")
+    assert envs._found_or_built(frameworks.get("autograd"), "1.7.0", None, ">=3.8") == "env"
+    # both the release's own Requires-Python and the required one hold (a comma is "and")
+    assert asked == [">=3.8,==3.99.*"] and built == ["/py3.99/bin/python"]
