@@ -3,8 +3,9 @@
 JAX 0.11 requires Python >= 3.12; a sweep run by Python 3.11 would record every newer
 release `unavailable` although the host has a 3.12 beside it (pyenv, Debian's
 python3.12, a uv-managed one). When pip refuses a release for its Requires-Python, the
-environment is built with the oldest Python found here that the release accepts (the
-nearest to the running one: fewest other differences), and its name, manifest and
+environment is built with the Python found here, of those the release accepts, nearest
+to the running one (fewest other differences: for `>=3.12` the oldest that admits it,
+for `<3.11`, `harness releases --python`, the newest), and its name, manifest and
 records say which (`jax-0.11.0-py3.12`, manifest `python`).
 
 Where it looks, in order: $GRADMEM_PYTHONS (paths, os.pathsep-separated), then
@@ -65,9 +66,10 @@ def version_of(python):
 
 
 def find(requires_python):
-    """((path, "3.N.M") of the oldest Python here, other than the running one's minor
-    version, that `requires_python` (a PEP 440 specifier) admits, or None when there is
-    none; the versions looked at, for the error). Whether it can make a venv is learnt
+    """((path, "3.N.M") of the Python here nearest the running one's minor version (the
+    older of two as near), other than that minor version, that `requires_python` (a PEP
+    440 specifier) admits, or None when there is none; the versions looked at, for the
+    error). Whether it can make a venv is learnt
     when the environment is built (its failure is pip's or venv's, with their lines)."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
@@ -88,5 +90,6 @@ def find(requires_python):
             fitting.append((version, path))
     if not fitting:
         return None, looked
-    version, path = min(fitting)
+    # nearest first: '<3.11' from 3.11 is 3.10, not the host's 3.6
+    version, path = min(fitting, key=lambda found: (abs(found[0][1] - running[1]), found))
     return (path, ".".join(map(str, version))), looked

@@ -36,6 +36,14 @@ def test_pip_refusal_names_the_release_requires_python():
     assert interpreters.needs_other_python("ERROR: No matching distribution found", "0.11.0") is None
 
 
+def test_below_the_running_python_the_nearest_is_chosen(tmp_path, monkeypatch):
+    """`--python '<3.11'` on a 3.11 host with pyenv's 3.6-3.10: 3.10, not the oldest."""
+    major, minor = sys.version_info[:2]
+    paths = [_fake_python(tmp_path, f"py{m}", f"{major}.{m}.1") for m in (minor - 5, minor - 1, minor - 3)]
+    monkeypatch.setenv("GRADMEM_PYTHONS", os.pathsep.join(paths))
+    assert interpreters.find(f"<{major}.{minor}")[0] == (paths[1], f"{major}.{minor - 1}.1")
+
+
 def test_the_oldest_admitting_python_is_chosen(tmp_path, monkeypatch):
     newer = _fake_python(tmp_path, "py99", "3.99.1")
     older = _fake_python(tmp_path, "py98", "3.98.0")
