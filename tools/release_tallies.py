@@ -163,7 +163,7 @@ def _side_by_side(change):
     status = found.get("status", "pending")
     if "before" not in found:
         return status
-    return (f"{status}: {found['before'] / MIB:.2f} -> {found['after'] / MIB:.2f}, "
+    return (f"{status}{confirm.across_note(found)}: {found['before'] / MIB:.2f} -> {found['after'] / MIB:.2f}, "
             f"{found['pairs']} pairs, p = {found['p']:.3g}")
 
 

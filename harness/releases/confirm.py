@@ -29,6 +29,14 @@ A pair whose first PAIRS pairs leave a figure *undecided* (the flagged direction
 gets more samples, a clear one is settled by five. (Looking twice raises the chance of
 confirming a flat pair slightly above ALPHA: at most ALPHA at each look, 0.02 in all.)
 
+A flagged change whose own pair is not measured side by side, but which is the only
+flagged change of its series inside a wider pair confirmed side by side (`across`:
+1.13.1 -> 2.0.1 was confirmed before 2.0.0 was swept, and the sweep now places the move
+at 1.13.1 -> 2.0.0), is confirmed across that pair, saying so: the side-by-side run says
+the move is real, the sweep's rounds where it lies. `--confirm` leaves such a change
+alone. A wider pair *not* confirmed decides nothing for it (a move and an unflagged one
+back inside could cancel), so it stays pending.
+
 A confirmed change a user would act on (`actionable`): its side-by-side move is at
 least ACT_RELATIVE (5 %) of the figure and at least ACT_BYTES (1 MiB). The page and
 docs/releases.md lead with those, one line each; the rest is folded.
@@ -38,6 +46,7 @@ import math
 import statistics
 
 from harness.releases import detect
+from harness.versions import index
 
 ALPHA = 0.01
 UNDECIDED = 0.1
@@ -195,6 +204,40 @@ def verdict_of(change, records):
     return verdict
 
 
+def across(change, records, changes):
+    """The confirmed verdict of the narrowest wider release pair measured side by side
+    that holds `change`'s pair and no other flagged change of its series (workload, mode,
+    figure), with "across": [before, after] of that pair; None where there is none."""
+    lo, hi = index.parse(change["before_release"]), index.parse(change["release"])
+    labels = {r[PAIR_KEY] for r in records
+              if r.get(PAIR_KEY) and r.get("workload") == change["workload"] and r.get("mode") == change["mode"]}
+    wider = []
+    for label in labels:
+        before, _, after = label.partition("->")
+        a, b = index.parse(before), index.parse(after)
+        if a <= lo and b >= hi and (a, b) != (lo, hi):
+            wider.append((b, a, before, after))
+    for _, _, before, after in sorted(wider, key=lambda w: (w[0], [-x for x in w[1].release])):
+        inside = [c for c in changes if not c["advisory"] and (c["workload"], c["mode"], c["figure"])
+                  == (change["workload"], change["mode"], change["figure"])
+                  and index.parse(c["before_release"]) >= index.parse(before)
+                  and index.parse(c["release"]) <= index.parse(after)]
+        if inside != [change]:
+            continue  # another flagged move of the series inside: the wider pair cannot tell them apart
+        verdict = verdict_of(dict(change, before_release=before, release=after), records)
+        if verdict["status"] == "confirmed":
+            return dict(verdict, across=[before, after])
+    return None
+
+
+def across_note(found):
+    """' across A -> C (a wider pair ...)' for a verdict taken from a wider pair, else ''."""
+    if not found.get("across"):
+        return ""
+    before, after = found["across"]
+    return f" across {before} -> {after} (a wider pair, measured before the releases between were swept)"
+
+
 def actionable(change):
     """A confirmed change a user would act on (the size rule, on the side-by-side figures)."""
     found = change.get("confirmation") or {}
@@ -206,6 +249,9 @@ def attach(document, records):
     side-by-side `records`, and the document's tally per figure."""
     for change in document["changes"]:
         change["confirmation"] = verdict_of(change, records)
+        if change["confirmation"]["status"] == "pending" and "pairs" not in change["confirmation"]:
+            change["confirmation"] = across(change, records, document["changes"]) or change["confirmation"]
+    for change in document["changes"]:
         change["actionable"] = actionable(change)
     document["confirmation_rule"] = RULE
     document["tally"] = tally(document["changes"])
@@ -242,8 +288,8 @@ def line(change):
              f"({len(change['before_samples'])}+{len(change['after_samples'])} rounds)")
     if "before" in found:
         rel = f" ({found['relative']:+.1%})" if found.get("relative") is not None else ""
-        side = (f"side by side {detect.fmt(figure, found['before'])} -> {detect.fmt(figure, found['after'])}{rel}, "
-                f"{found['pairs']} pairs, p = {found['p']:.3g}")
+        side = (f"side by side{across_note(found)} {detect.fmt(figure, found['before'])} -> "
+                f"{detect.fmt(figure, found['after'])}{rel}, {found['pairs']} pairs, p = {found['p']:.3g}")
     else:
         side = found.get("why", "not measured side by side")
     deps = change.get("dependencies_differ") or {}

@@ -339,3 +339,41 @@ def test_a_second_confirm_run_of_one_store_is_refused_naming_the_first(store, ca
     assert measurer.measured == []  # nothing measured twice
     assert confirm_store(out) == 0  # the first run gone, the store is measured
     assert measurer.measured
+
+
+def _sample(release, peak, label, index):
+    return dict(record(release, peak), **{confirm.PAIR_KEY: label, confirm.INDEX_KEY: index})
+
+
+def test_a_change_inside_a_wider_confirmed_pair_carries_its_verdict_saying_so():
+    """1.7.0 -> 1.9.0 was confirmed side by side before 1.8.0 was swept; the sweep now
+    flags the move at 1.8.0 -> 1.9.0 alone. The wider pair's verdict holds for it, named;
+    a second flagged move of the series inside the wider pair makes it ambiguous: pending."""
+    def change(before, after):
+        return {"workload": "chained_dot", "mode": "eager", "figure": "step_peak", "before_release": before,
+                "release": after, "before": 6 * MIB, "after": 14 * MIB, "delta": 8 * MIB, "direction": "up",
+                "advisory": False, "before_samples": [6 * MIB] * 2, "after_samples": [14 * MIB] * 2}
+
+    wider = [_sample(release, 6 * MIB + REAL[release] + i * 1024, "1.7.0->1.9.0", i)
+             for i in range(1, 6) for release in ("1.7.0", "1.9.0")]
+    moved = change("1.8.0", "1.9.0")
+    document = confirm.attach({"changes": [moved]}, wider)
+    found = moved["confirmation"]
+    assert found["status"] == "confirmed" and found["across"] == ["1.7.0", "1.9.0"] and moved["actionable"]
+    assert "side by side across 1.7.0 -> 1.9.0 (a wider pair" in confirm.line(moved)
+    assert side_by_side.wanted(document) == {}  # --confirm leaves it: it has its verdict
+    # another flagged move of the same series inside 1.7.0 -> 1.9.0: which one moved is not known
+    moved, drift = change("1.8.0", "1.9.0"), change("1.7.0", "1.8.0")
+    confirm.attach({"changes": [drift, moved]}, wider)
+    assert moved["confirmation"]["status"] == "pending" and drift["confirmation"]["status"] == "pending"
+    # a wider pair that did not move decides nothing (a move and one back could cancel)
+    flat = [_sample(release, 6 * MIB + i * 1024, "1.7.0->1.9.0", i) for i in range(1, 6) for release in ("1.7.0", "1.9.0")]
+    moved = change("1.8.0", "1.9.0")
+    confirm.attach({"changes": [moved]}, flat)
+    assert moved["confirmation"]["status"] == "pending"
+    # a pair measured side by side of its own is judged on its own samples, never across
+    own = [_sample(release, 6 * MIB + (0 if release == "1.8.0" else 8 * MIB), "1.8.0->1.9.0", i)
+           for i in range(1, 6) for release in ("1.8.0", "1.9.0")]
+    moved = change("1.8.0", "1.9.0")
+    confirm.attach({"changes": [moved]}, wider + own)
+    assert moved["confirmation"]["status"] == "confirmed" and "across" not in moved["confirmation"]
