@@ -450,8 +450,15 @@ def _own_code_object(fn):
     A copy of the code object per step gives each step its own cache; load() also
     makes hitting the limit an error instead of a silent eager fallback."""
     name = f"{fn.__name__}_{next(_compiled_steps)}"
-    code = fn.__code__.replace(co_name=name, co_qualname=name)
-    return types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+    return types.FunctionType(_renamed(fn.__code__, name), fn.__globals__, name, fn.__defaults__, fn.__closure__)
+
+
+def _renamed(code, name):
+    """`code` named `name`; a code object has a qualified name from Python 3.11 only
+    (torch 2.0's torch.compile runs on 3.10, in the Python 3.10 release store)."""
+    if hasattr(code, "co_qualname"):
+        return code.replace(co_name=name, co_qualname=name)
+    return code.replace(co_name=name)
 
 
 _compiled_steps = itertools.count()

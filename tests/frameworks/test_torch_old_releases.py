@@ -103,3 +103,19 @@ def test_buffer_bytes_skips_a_storage_with_no_memory_in_this_process():
 
     found = frameworks.get("torch").buffer_bytes([Invalid(), real, Fake()])
     assert list(found.values()) == [6 * 4]  # the real tensor's six float32 only, not the 1 MiB either claims
+
+
+def test_a_compiled_step_is_renamed_on_a_python_without_qualified_code_names():
+    """Python 3.10's code objects have no co_qualname (replace() refuses the keyword):
+    torch 2.0.1's compiled cells, on 3.10, were each an error until the rename skipped it."""
+    from harness.frameworks import torch as torch_adapter
+
+    class Python310Code:
+        def replace(self, **changes):
+            if "co_qualname" in changes:
+                raise TypeError("'co_qualname' is an invalid keyword argument for replace()")
+            return changes
+
+    assert torch_adapter._renamed(Python310Code(), "step_3") == {"co_name": "step_3"}
+    renamed = torch_adapter._renamed((lambda: None).__code__, "step_4")
+    assert renamed.co_name == "step_4" and renamed.co_qualname == "step_4"
