@@ -288,7 +288,8 @@ def line(change):
              f"({len(change['before_samples'])}+{len(change['after_samples'])} rounds)")
     if "before" in found:
         rel = f" ({found['relative']:+.1%})" if found.get("relative") is not None else ""
-        side = (f"side by side{across_note(found)} {detect.fmt(figure, found['before'])} -> "
+        note = across_note(found)
+        side = (f"side by side{note}{':' if note else ''} {detect.fmt(figure, found['before'])} -> "
                 f"{detect.fmt(figure, found['after'])}{rel}, {found['pairs']} pairs, p = {found['p']:.3g}")
     else:
         side = found.get("why", "not measured side by side")
