@@ -197,11 +197,24 @@ def verdict_of(change, records):
     # differ from the sweep's by what changed in the harness since (the commits say)
     commits = sorted({(r.get("provenance") or {}).get("git_commit") or "?" for r in a_records + b_records})
     verdict["gradmem"] = [c[:12] + ("+dirty" if c.endswith("+dirty") else "") for c in commits]
+    # a group stopped part-way and finished on another machine (a new box, another kernel
+    # build) pools pairs measured apart: each pair is still side by side, but a reader
+    # should know its samples are not all of one machine
+    machines = sorted({_machine(r) for r in a_records + b_records} - {None})
+    if len(machines) > 1:
+        verdict["machines"] = machines
     when = [(r.get("provenance") or {}).get("finished_at") for r in a_records + b_records]
     when = [w for w in when if w]
     if when:
         verdict["measured"] = [min(when), max(when)]
     return verdict
+
+
+def _machine(record):
+    """The machine a sample was measured on, as its provenance names it (platform: the
+    kernel build tells two boxes of one model apart), or None where it is not recorded."""
+    machine = (record.get("provenance") or {}).get("machine") or {}
+    return machine.get("platform") or machine.get("hostname")
 
 
 def across(change, records, changes):
@@ -291,6 +304,8 @@ def line(change):
         note = across_note(found)
         side = (f"side by side{note}{':' if note else ''} {detect.fmt(figure, found['before'])} -> "
                 f"{detect.fmt(figure, found['after'])}{rel}, {found['pairs']} pairs, p = {found['p']:.3g}")
+        if found.get("machines"):
+            side += f" (its pairs from {len(found['machines'])} machines: {', '.join(found['machines'])})"
     else:
         side = found.get("why", "not measured side by side")
     deps = change.get("dependencies_differ") or {}

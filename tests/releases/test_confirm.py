@@ -377,3 +377,22 @@ def test_a_change_inside_a_wider_confirmed_pair_carries_its_verdict_saying_so():
     moved = change("1.8.0", "1.9.0")
     confirm.attach({"changes": [moved]}, wider + own)
     assert moved["confirmation"]["status"] == "confirmed" and "across" not in moved["confirmation"]
+
+
+def test_a_verdict_whose_pairs_span_two_machines_says_so():
+    """A run stopped part-way and finished on another box pools pairs measured apart:
+    the verdict names the machines (each pair is still side by side); one machine, no note."""
+    change = {"workload": "chained_dot", "mode": "eager", "figure": "step_peak", "before_release": "1.8.0",
+              "release": "1.9.0", "before": 6 * MIB, "after": 14 * MIB, "delta": 8 * MIB, "direction": "up",
+              "advisory": False, "before_samples": [6 * MIB] * 2, "after_samples": [14 * MIB] * 2}
+    samples = [_sample(release, 6 * MIB + REAL[release] + i * 1024, "1.8.0->1.9.0", i)
+               for i in range(1, 6) for release in ("1.8.0", "1.9.0")]
+    confirm.attach({"changes": [change]}, samples)
+    assert change["confirmation"]["status"] == "confirmed" and "machines" not in change["confirmation"]
+    assert "machines" not in confirm.line(change)
+    for sample in samples:  # pairs 4 and 5 measured on a new box (another kernel build)
+        machine = sample["provenance"].setdefault("machine", {})
+        machine["platform"] = "Linux-6.18-v595" if sample[confirm.INDEX_KEY] > 3 else "Linux-6.18-v657"
+    confirm.attach({"changes": [change]}, samples)
+    assert change["confirmation"]["machines"] == ["Linux-6.18-v595", "Linux-6.18-v657"]
+    assert "(its pairs from 2 machines: Linux-6.18-v595, Linux-6.18-v657)" in confirm.line(change)
