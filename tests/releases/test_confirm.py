@@ -396,3 +396,5 @@ def test_a_verdict_whose_pairs_span_two_machines_says_so():
     confirm.attach({"changes": [change]}, samples)
     assert change["confirmation"]["machines"] == ["Linux-6.18-v595", "Linux-6.18-v657"]
     assert "(its pairs from 2 machines: Linux-6.18-v595, Linux-6.18-v657)" in confirm.line(change)
+    from harness.releases import page
+    assert "its pairs from 2 machines: Linux-6.18-v595, Linux-6.18-v657" in page._side_by_side(change)
