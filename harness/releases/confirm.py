@@ -251,6 +251,14 @@ def across_note(found):
     return f" across {before} -> {after} (a wider pair, measured before the releases between were swept)"
 
 
+def machines_note(found):
+    """'its pairs from N machines: A, B' for a verdict whose samples came from more than
+    one machine (verdict_of), else ''."""
+    if not found.get("machines"):
+        return ""
+    return f"its pairs from {len(found['machines'])} machines: {', '.join(found['machines'])}"
+
+
 def actionable(change):
     """A confirmed change a user would act on (the size rule, on the side-by-side figures)."""
     found = change.get("confirmation") or {}
@@ -305,7 +313,7 @@ def line(change):
         side = (f"side by side{note}{':' if note else ''} {detect.fmt(figure, found['before'])} -> "
                 f"{detect.fmt(figure, found['after'])}{rel}, {found['pairs']} pairs, p = {found['p']:.3g}")
         if found.get("machines"):
-            side += f" (its pairs from {len(found['machines'])} machines: {', '.join(found['machines'])})"
+            side += f" ({machines_note(found)})"
     else:
         side = found.get("why", "not measured side by side")
     deps = change.get("dependencies_differ") or {}

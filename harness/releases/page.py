@@ -191,8 +191,7 @@ def _side_by_side(c):
                + ", ".join(label(c["figure"], v) for v in found["after_samples"]))
     why = f"<br>{esc(found['why'])}" if found.get("why") else ""
     why += f"<br>gradmem {esc(', '.join(found['gradmem']))}" if found.get("gradmem") else ""
-    why += f"<br>its pairs from {len(found['machines'])} machines: {esc(', '.join(found['machines']))}" \
-        if found.get("machines") else ""
+    why += f"<br>{esc(confirm.machines_note(found))}" if found.get("machines") else ""
     return (f'<b>{esc(found["status"])}</b>{esc(confirm.across_note(found))}: {esc(label(c["figure"], found["before"]))} → '
             f'{esc(label(c["figure"], found["after"]))}{esc(rel)}, {found["pairs"]} pairs, p = {found["p"]:.3g}'
             f'{why}<br><span class="small">{esc(samples)}</span>')

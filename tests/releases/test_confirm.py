@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from harness import cli
-from harness.releases import confirm, detect, side_by_side
+from harness.releases import confirm, detect, page, side_by_side
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "report"))
 from report_fixtures import MIB, fixture_record, write_jsonl  # noqa: E402
@@ -345,15 +345,18 @@ def _sample(release, peak, label, index):
     return dict(record(release, peak), **{confirm.PAIR_KEY: label, confirm.INDEX_KEY: index})
 
 
+def _flagged_rise(before, after):
+    """A changes.json entry: the sweep flagged chained_dot's step peak rising 8 MiB."""
+    return {"workload": "chained_dot", "mode": "eager", "figure": "step_peak", "before_release": before,
+            "release": after, "before": 6 * MIB, "after": 14 * MIB, "delta": 8 * MIB, "direction": "up",
+            "advisory": False, "before_samples": [6 * MIB] * 2, "after_samples": [14 * MIB] * 2}
+
+
 def test_a_change_inside_a_wider_confirmed_pair_carries_its_verdict_saying_so():
     """1.7.0 -> 1.9.0 was confirmed side by side before 1.8.0 was swept; the sweep now
     flags the move at 1.8.0 -> 1.9.0 alone. The wider pair's verdict holds for it, named;
     a second flagged move of the series inside the wider pair makes it ambiguous: pending."""
-    def change(before, after):
-        return {"workload": "chained_dot", "mode": "eager", "figure": "step_peak", "before_release": before,
-                "release": after, "before": 6 * MIB, "after": 14 * MIB, "delta": 8 * MIB, "direction": "up",
-                "advisory": False, "before_samples": [6 * MIB] * 2, "after_samples": [14 * MIB] * 2}
-
+    change = _flagged_rise
     wider = [_sample(release, 6 * MIB + REAL[release] + i * 1024, "1.7.0->1.9.0", i)
              for i in range(1, 6) for release in ("1.7.0", "1.9.0")]
     moved = change("1.8.0", "1.9.0")
@@ -382,9 +385,7 @@ def test_a_change_inside_a_wider_confirmed_pair_carries_its_verdict_saying_so():
 def test_a_verdict_whose_pairs_span_two_machines_says_so():
     """A run stopped part-way and finished on another box pools pairs measured apart:
     the verdict names the machines (each pair is still side by side); one machine, no note."""
-    change = {"workload": "chained_dot", "mode": "eager", "figure": "step_peak", "before_release": "1.8.0",
-              "release": "1.9.0", "before": 6 * MIB, "after": 14 * MIB, "delta": 8 * MIB, "direction": "up",
-              "advisory": False, "before_samples": [6 * MIB] * 2, "after_samples": [14 * MIB] * 2}
+    change = _flagged_rise("1.8.0", "1.9.0")
     samples = [_sample(release, 6 * MIB + REAL[release] + i * 1024, "1.8.0->1.9.0", i)
                for i in range(1, 6) for release in ("1.8.0", "1.9.0")]
     confirm.attach({"changes": [change]}, samples)
@@ -396,5 +397,4 @@ def test_a_verdict_whose_pairs_span_two_machines_says_so():
     confirm.attach({"changes": [change]}, samples)
     assert change["confirmation"]["machines"] == ["Linux-6.18-v595", "Linux-6.18-v657"]
     assert "(its pairs from 2 machines: Linux-6.18-v595, Linux-6.18-v657)" in confirm.line(change)
-    from harness.releases import page
     assert "its pairs from 2 machines: Linux-6.18-v595, Linux-6.18-v657" in page._side_by_side(change)
