@@ -71,3 +71,8 @@ def test_the_moved_table_lists_torchs_flagged_step_peak_and_retained_changes_wit
     gapped = dict(change("retained", "2.3.1"), unmeasured_between=["2.2.0"])
     [row] = tool.moved_table([("torch (py3.11 store)", "torch", "py3.11", {"changes": [gapped]})])[2:]
     assert "| 2.1.0 -> 2.3.1 [not consecutive: 1 release(s) between (2.2.0..2.2.0)" in row
+    # a verdict whose pairs came from two machines names them, as confirm.line and the page do
+    two = dict(confirmed, machines=["Linux-6.18-v595", "Linux-6.18-v657"])
+    [row] = tool.moved_table([("torch (py3.11 store)", "torch", "py3.11",
+                               {"changes": [change("retained", "2.3.1", confirmation=two)]})])[2:]
+    assert row.endswith("p = 0.00397 (its pairs from 2 machines: Linux-6.18-v595, Linux-6.18-v657) |")
