@@ -45,12 +45,17 @@ def machine():
 
 
 def timed_on(record):
-    """The host whose machine took `record`'s times (a cluster's record names its node;
-    None for records from before machines named their host). Times from two machines
-    are never compared: the table's and the page's comparisons stay within one."""
+    """The machine that took `record`'s times: its host name, with its platform where
+    recorded (a cluster's record names its node; None for records from before machines
+    named their host). Times from two machines are never compared: the table's and the
+    page's comparisons stay within one. The platform is part of the name because a host
+    name alone does not tell machines apart: the lent VMs are all "vm", a CPU box and a
+    GPU box alike, and the kernel build is what differs."""
     provenance = record.get("provenance") if isinstance(record.get("provenance"), dict) else {}
     machine = provenance.get("time_machine") or provenance.get("machine")
-    return machine.get("hostname") if isinstance(machine, dict) else None
+    if not isinstance(machine, dict) or not machine.get("hostname"):
+        return None
+    return machine["hostname"] + (f" ({machine['platform']})" if machine.get("platform") else "")
 
 
 def same_host(record, other):

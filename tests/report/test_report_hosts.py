@@ -26,3 +26,18 @@ def test_one_host_or_unnamed_hosts_keep_one_grid():
     views = records.views([on("a"), unnamed])
     assert [records.view_title(key) for key in views] == ["tiny · float32 · cpu · eager"]
     assert table.reference_for(unnamed, [on("a"), unnamed]) is not None
+
+
+def test_two_machines_with_one_host_name_are_two_machines():
+    """The lent VMs are all named "vm"; their kernel builds (platform) tell them apart."""
+    def vm(platform, **overrides):
+        record = on("vm", **overrides)
+        record["provenance"]["machine"]["platform"] = platform
+        return record
+
+    ref_a, torch_a, torch_b = vm("Linux-v595"), vm("Linux-v595", framework="torch"), vm("Linux-v657", framework="torch")
+    views = records.views([ref_a, torch_a, torch_b])
+    assert [records.view_title(key) for key in views] == [
+        "tiny · float32 · cpu · eager · timed on vm (Linux-v595)", "tiny · float32 · cpu · eager · timed on vm (Linux-v657)"]
+    assert table.reference_for(torch_a, [ref_a, torch_a, torch_b]) is ref_a
+    assert table.reference_for(torch_b, [ref_a, torch_a, torch_b]) is None  # the reference ran on the other box
