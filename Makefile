@@ -13,6 +13,11 @@ WHEELS := $(VENV)/wheelhouse
 # the history site's scripts and styles (tools/asv_site.py vendor)
 ASSETS := $(VENV)/asv-www/.manifest-sha256
 OUT    ?= out
+# pytest-xdist workers for `make test`: CI has 2 cores; a file runs whole on one worker
+# (--dist loadfile: its module fixtures, real sweeps, are built once), in the order
+# tests/conftest.py gives (--no-loadscope-reorder: xdist would put the files with the
+# most tests first, and the few-test minutes-long ones last)
+TEST_WORKERS ?= 2
 
 .PHONY: run test setup site
 
@@ -54,4 +59,5 @@ $(WHEELS)/.filled: $(STAMP) tools/python_wheelhouse.sh
 test: $(STAMP) $(WHEELS)/.filled $(ASSETS)
 	bash tools/ensure_chromium.sh
 	bash tools/ensure_clang.sh
-	PYTENSOR_FLAGS=base_compiledir=$$HOME/.cache/gradmem/pytensor $(PY) -m pytest
+	PYTENSOR_FLAGS=base_compiledir=$$HOME/.cache/gradmem/pytensor $(PY) -m pytest \
+	    -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15

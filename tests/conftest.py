@@ -3,6 +3,12 @@
 ``slow`` marks acceptance tests (real sweeps of several frameworks, installs from the
 package index, asv runs, Chromium, a Ray cluster): `make test` and CI run everything;
 ``pytest -m "not slow"`` is the fast loop of unit tests.
+
+`make test` runs the suite on two pytest-xdist workers, a file whole on one worker
+(`--dist loadfile`), handing out files in collection order (`--no-loadscope-reorder`). The files with acceptance
+tests take minutes each (asv find, two real releases, Chromium: 2-5 min on the 2-core
+box), so they go first: started last, one of them kept a worker busy minutes after the
+other had run out of files (2026-11-27: 24 min with them in place, load 9).
 """
 
 
@@ -11,3 +17,9 @@ def pytest_configure(config):
         "markers",
         "slow: an acceptance test (sweeps, installs, asv, Chromium, Ray); deselect with -m 'not slow'",
     )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files with a `slow` test first, the rest after, each in its own order (see above)."""
+    heavy = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in heavy)  # stable: order within each part kept
