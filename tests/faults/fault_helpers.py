@@ -124,6 +124,20 @@ def wait_for(predicate, timeout=60, what="condition"):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def killed_and_gone(listing, what):
+    """Wait (5 s at most) for `listing()` (live processes, zombies not counted) to be empty
+    after a command killed them and exited. The command SIGKILLs its workers' groups
+    before it exits, but a process's exit after SIGKILL is the kernel's and takes a
+    moment (its memory torn down), longer on a loaded machine: two workers of the suite
+    at once saw the killed worker alive in the instant after the command's exit. A
+    process the kill missed and that outlives its parent (a grandchild out of the
+    worker's group) fails this. What it does not tell apart: the handler's kill from
+    the kernel's parent-death SIGKILL (worker.py, end_with_parent), which reaches a
+    worker as its command exits; test_a_sigkilled_sweep_takes_its_workers_with_it
+    tests that one alone."""
+    wait_for(lambda: listing() == [], timeout=5, what=what)
+
+
 def lines(path):
     """The file's lines, each parsed (a test fails on any line that is not JSON)."""
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
