@@ -5,10 +5,11 @@ package index, asv runs, Chromium, a Ray cluster): `make test` and CI run everyt
 ``pytest -m "not slow"`` is the fast loop of unit tests.
 
 `make test` runs the suite on two pytest-xdist workers, a file whole on one worker
-(`--dist loadfile`), handing out files in collection order (`--no-loadscope-reorder`). The files with acceptance
-tests take minutes each (asv find, two real releases, Chromium: 2-5 min on the 2-core
-box), so they go first: started last, one of them kept a worker busy minutes after the
-other had run out of files (2026-11-27: 24 min with them in place, load 9).
+(`--dist loadfile`), handing out files in collection order (`--no-loadscope-reorder`).
+The files with acceptance tests take minutes each (asv find, two real releases,
+Chromium: 1.5-5 min on the 2-core box, idle to loaded), so they go first: started last,
+one of them kept a worker busy minutes after the other had run out of files
+(2026-11-27: 24 min with them in place, load 9).
 """
 
 
