@@ -12,7 +12,13 @@ live worker's process group is registered here (`started` / `ended`), and while
 2. raises `Interrupted` in the main thread; the command's ``finally`` blocks remove its
    temporary directory, and it exits with `Interrupted.exit_code`, 128 + the signal's
    number (130 Ctrl-C, 129 SIGHUP, 143 SIGTERM), as a shell reports a process killed
-   by that signal.
+   by that signal;
+3. before it exits (`handling()`'s end) waits, `GONE_WAIT_S` at most, until no live
+   process is left in a group it killed. SIGKILL is delivered at once, but a process's
+   exit is the kernel's and takes a moment (its memory torn down), longer on a busy
+   machine: without the wait, whoever started the command (a scheduler starting the
+   next job, a test) could see a killed worker still holding its memory after the
+   command had exited.
 
 Later signals (a second Ctrl-C, the TERM that `timeout` repeats) only kill groups
 again, so the clean-up they would interrupt still runs. Inside `deferred()` (starting a
@@ -34,8 +40,12 @@ import contextlib
 import os
 import signal
 import threading
+import time
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: how long a stopped command waits for the processes of the groups it killed to be
+#: gone (3. above): a killed worker's teardown takes milliseconds to a few seconds
+GONE_WAIT_S = 10.0
 
 
 class Interrupted(KeyboardInterrupt):
@@ -57,6 +67,7 @@ class Interrupted(KeyboardInterrupt):
 
 
 _groups = set()  # process-group ids of live workers (= their leaders' PIDs)
+_killed = set()  # the groups kill_all signalled: waited for before the command exits
 # signum: the first signal; raised: Interrupted was raised in the main thread;
 # deferring: the main thread's depth of deferred() blocks
 _stop = {"signum": None, "raised": False, "deferring": 0, "installed": False}
@@ -78,6 +89,7 @@ def ended(pgid):
 def kill_all():
     """SIGKILL every live worker's process group (safe from a signal handler)."""
     for pgid in list(_groups):  # list(): one C call, atomic under the GIL
+        _killed.add(pgid)
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -137,7 +149,49 @@ def handling():
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if _stop["signum"] is not None:
+            wait_until_gone(_killed, GONE_WAIT_S)
+        _killed.clear()
         _stop.update(signum=None, raised=False, deferring=0, installed=False)
+
+
+def wait_until_gone(pgids, timeout_s):
+    """Wait, `timeout_s` at most, until no process of the groups `pgids` is alive (a
+    zombie counts as gone: its memory is freed, only its exit status waits for its
+    parent). True if they are gone. Reads /proc; where there is none it cannot tell,
+    and returns False at once."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = live_members(pgids)
+        if not alive:
+            return alive is not None
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
+def live_members(pgids):
+    """PIDs of the processes in the groups `pgids` that are not zombies (None: no /proc)."""
+    if not pgids:
+        return []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    alive = []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                # after the command name (which may hold spaces and parentheses):
+                # state, ppid, pgrp
+                state, _ppid, pgrp = handle.read().rsplit(b")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+        if int(pgrp) in pgids and state not in (b"Z", b"X"):
+            alive.append(int(entry))
+    return alive
 
 
 @contextlib.contextmanager
