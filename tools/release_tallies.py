@@ -163,9 +163,8 @@ def _side_by_side(change):
     status = found.get("status", "pending")
     if "before" not in found:
         return status
-    machines = f" ({confirm.machines_note(found)})" if found.get("machines") else ""  # as confirm.line says it
     return (f"{status}{confirm.across_note(found)}: {found['before'] / MIB:.2f} -> {found['after'] / MIB:.2f}, "
-            f"{found['pairs']} pairs, p = {found['p']:.3g}{machines}")
+            f"{found['pairs']} pairs, p = {found['p']:.3g}{confirm.machines_suffix(found)}")
 
 
 def moved_table(stores):

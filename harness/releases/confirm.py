@@ -259,6 +259,13 @@ def machines_note(found):
     return f"its pairs from {len(found['machines'])} machines: {', '.join(found['machines'])}"
 
 
+def machines_suffix(found):
+    """machines_note in parentheses after a verdict's figures (' (its pairs from ...)'),
+    else '': how a line or a table cell says it (the page gives it a line of its own)."""
+    note = machines_note(found)
+    return f" ({note})" if note else ""
+
+
 def actionable(change):
     """A confirmed change a user would act on (the size rule, on the side-by-side figures)."""
     found = change.get("confirmation") or {}
@@ -311,9 +318,8 @@ def line(change):
         rel = f" ({found['relative']:+.1%})" if found.get("relative") is not None else ""
         note = across_note(found)
         side = (f"side by side{note}{':' if note else ''} {detect.fmt(figure, found['before'])} -> "
-                f"{detect.fmt(figure, found['after'])}{rel}, {found['pairs']} pairs, p = {found['p']:.3g}")
-        if found.get("machines"):
-            side += f" ({machines_note(found)})"
+                f"{detect.fmt(figure, found['after'])}{rel}, {found['pairs']} pairs, p = {found['p']:.3g}"
+                f"{machines_suffix(found)}")
     else:
         side = found.get("why", "not measured side by side")
     deps = change.get("dependencies_differ") or {}
