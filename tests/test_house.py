@@ -5,6 +5,9 @@ import ast
 import importlib
 import pathlib
 import re
+import subprocess
+
+import pytest
 
 from harness import cli
 
@@ -116,3 +119,23 @@ def test_every_command_is_its_packages_command_module():
     described = importlib.import_module("harness").__doc__
     missing = [p for p in packages if f"`{p}/`" not in described]
     assert not missing, f"harness/__init__.py's map does not name {missing}"
+
+
+def test_no_tracked_link_points_outside_the_repository():
+    # A link committed from one checkout (a worktree's .venv -> the main checkout's venv)
+    # names a path on one developer's machine; worse, checking it out replaces the
+    # ignored folder of that name, a venv, in every checkout that pulls it.
+    try:
+        listing = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: no tracked files to read")
+    outside = []
+    for line in listing.stdout.splitlines():
+        mode, _, path = line.split(None, 2)
+        if mode != "120000":  # git's mode for a symbolic link
+            continue
+        target = pathlib.Path(path.split("\t", 1)[-1])
+        link = ROOT / target
+        if not link.resolve().is_relative_to(ROOT.resolve()):
+            outside.append(f"{target} -> {link.readlink() if link.is_symlink() else '?'}")
+    assert not outside, "tracked links that point outside the repository:\n" + "\n".join(outside)
