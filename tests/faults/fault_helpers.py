@@ -124,17 +124,6 @@ def wait_for(predicate, timeout=60, what="condition"):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def killed_and_gone(listing, what):
-    """Assert that `listing()` (live processes, zombies not counted) is empty the moment
-    the command has exited: a stopped command waits for the groups it SIGKILLed to be
-    gone before it exits (harness/interrupts.py, step 3), so no wait here. A process the
-    kill missed and that outlives its parent (a grandchild out of the worker's group)
-    fails this, and so does a command that exits while its killed worker still tears
-    down its memory (the kernel's exit takes a moment, longer on a busy machine)."""
-    left = listing()
-    assert left == [], f"expected {what}; still alive: {left}"
-
-
 def lines(path):
     """The file's lines, each parsed (a test fails on any line that is not JSON)."""
     return [json.loads(line) for line in Path(path).read_text().splitlines()]

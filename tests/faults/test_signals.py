@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from fault_helpers import ONE_OF_EACH, Check, Sweep, killed_and_gone, lines, wait_for
+from fault_helpers import ONE_OF_EACH, Check, Sweep, lines, wait_for
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda s: s.name)
@@ -24,7 +24,9 @@ def test_a_signal_mid_cell_kills_the_workers_keeps_the_records_and_cleans_up(tmp
     assert f"interrupted by {signum.name}" in stderr and "1 finished record(s) kept" in stderr
     (record,) = lines(sweep.out)  # the finished cell, whole
     assert record["status"] == "unavailable" and record["mode"] == "compiled"
-    killed_and_gone(sweep.workers, "the hanging worker's group to be killed, not orphaned")
+    # the hanging worker's group was killed, not orphaned, and is gone: the command waits
+    # for the groups it killed before it exits (harness/interrupts.py, step 3)
+    assert sweep.workers() == []
     assert sweep.leftovers() == []  # the sweep's temporary directory is gone
 
 
@@ -74,5 +76,6 @@ def test_a_signal_mid_cell_of_a_check_kills_its_workers_and_cleans_up(tmp_path, 
 
     assert code == 128 + signum, stderr
     assert f"interrupted by {signum.name}" in stderr and stdout == ""
-    killed_and_gone(check.workers, "the hanging worker's group (and its zygote) to be killed, not orphaned")
+    # the hanging worker's group (and its zygote) killed, not orphaned, and gone (as above)
+    assert check.workers() == []
     assert check.leftovers() == []  # the check's temporary directory is gone
