@@ -1,0 +1,92 @@
+"""What torch.compile keeps after its steps, and how much of it Inductor's metrics lists hold.
+
+    ENV=~/.cache/gradmem/envs/torch-2.4.0-py3.11     # a release's environment (harness releases)
+    $ENV/bin/python tools/torch_inductor_metrics.py seq2seq_attention
+    $ENV/bin/python tools/torch_inductor_metrics.py seq2seq_attention --keep-metrics-from-growing
+
+torch 2.4.0 to 2.7.x: after compiling each graph, `compile_fx` appends every one of its
+scheduler nodes to two module-level lists, `torch._inductor.metrics.node_runtimes` and
+`nodes_num_elem`, which nothing but `metrics.reset()` empties; through them each graph's
+Inductor Scheduler, its IR and the FX graphs it made stay alive for the life of the
+process. 2.3.1 appended only on a benchmarking path; 2.8.0 does it only while the
+`inductor_metrics` log is on (TORCH_LOGS=inductor_metrics). docs/releases.md, PyTorch:
+the rise in what the compiled step keeps at 2.3.1 -> 2.4.0, and the fall at 2.8.0.
+
+The harness's own compiled step of the workload (the torch adapter's `value_and_grad`),
+as the memory pass takes `retained`: the runtime warm-up before the baseline
+(harness/measure/runtime_warmup.py), the heap settled (gc, malloc_trim) before the
+baseline and after three steps, an empty Inductor cache of its own. Prints the resident
+bytes the steps leave, the entries in the two lists and the Schedulers alive.
+`--keep-metrics-from-growing` puts lists there that keep nothing before the first compile."""
+
+import argparse
+import gc
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from harness.measure import probes  # noqa: E402
+from harness.units import MIB  # noqa: E402
+
+
+class KeepsNothing(list):
+    """A list that `+=` leaves empty: `compile_fx` rebinds the metric to what `+=` returns."""
+
+    def __iadd__(self, other):
+        return self
+
+
+def _settled_rss():
+    probes.settle()
+    return probes.status_bytes()["VmRSS"]
+
+
+def _schedulers_alive():
+    return sum(1 for o in gc.get_objects() if type(o).__name__ == "Scheduler"
+               and type(o).__module__ == "torch._inductor.scheduler")
+
+
+def main(argv=None):
+    from harness import workloads
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workload", choices=workloads.NAMES)
+    parser.add_argument("--size", default="small", choices=("tiny", "small", "paper"))
+    parser.add_argument("--keep-metrics-from-growing", action="store_true",
+                        help="torch._inductor.metrics.node_runtimes and nodes_num_elem keep nothing")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="gradmem-inductor-"))
+
+    import numpy as np
+    import torch
+    from torch._inductor import metrics
+
+    from harness.frameworks.torch import TorchAdapter
+    from harness.measure.runtime_warmup import warm_runtime
+
+    if args.keep_metrics_from_growing:
+        metrics.node_runtimes, metrics.nodes_num_elem = KeepsNothing(), KeepsNothing()
+    workload = workloads.get(args.workload)
+    cfg = workloads.config(args.workload, args.size, None)
+    params, inputs = workload.init(np.random.default_rng(0), cfg, np.float32)
+    adapter = TorchAdapter().load(mode="compiled")
+    step = adapter.value_and_grad(lambda ops, p, i: workload.loss(ops, p, i, cfg), mode="compiled")
+    params, inputs = adapter.from_numpy(params), adapter.from_numpy(inputs)
+    warm_runtime(adapter, "cpu", "compiled", np.float32)
+    before = _settled_rss()
+    for _ in range(3):
+        result = step(params, inputs)
+    del result
+    kept = _settled_rss() - before
+    print(f"torch {torch.__version__}, {args.workload} {args.size} compiled"
+          f"{', metrics kept from growing' if args.keep_metrics_from_growing else ''}")
+    print(f"retained: +{kept / MIB:.2f} MiB after 3 steps, settled")
+    print(f"torch._inductor.metrics.node_runtimes: {len(metrics.node_runtimes)} entries, "
+          f"nodes_num_elem: {len(metrics.nodes_num_elem)}")
+    print(f"Inductor Schedulers alive: {_schedulers_alive()}")
+
+
+if __name__ == "__main__":
+    main()
