@@ -44,18 +44,33 @@ def machine():
     return info
 
 
-def timed_on(record):
-    """The machine that took `record`'s times: its host name, with its platform where
-    recorded (a cluster's record names its node; None for records from before machines
-    named their host). Times from two machines are never compared: the table's and the
-    page's comparisons stay within one. The platform is part of the name because a host
-    name alone does not tell machines apart: the lent VMs are all "vm", a CPU box and a
-    GPU box alike, and the kernel build is what differs."""
-    provenance = record.get("provenance") if isinstance(record.get("provenance"), dict) else {}
-    machine = provenance.get("time_machine") or provenance.get("machine")
-    if not isinstance(machine, dict) or not machine.get("hostname"):
+def machine_label(machine):
+    """A recorded machine (provenance's "machine" or "time_machine") as one name: its
+    host name with its platform, "vm (Linux-6.18...-x86_64-...)". The platform is part
+    of the name because a host name alone does not tell machines apart: the lent VMs
+    are all "vm", a CPU box and a GPU box alike, and the kernel build is what differs.
+    None where neither is recorded (records from before machines were named)."""
+    if not isinstance(machine, dict):
         return None
-    return machine["hostname"] + (f" ({machine['platform']})" if machine.get("platform") else "")
+    host, build = machine.get("hostname"), machine.get("platform")
+    return f"{host} ({build})" if host and build else host or build or None
+
+
+def _provenance(record):
+    return record.get("provenance") if isinstance(record.get("provenance"), dict) else {}
+
+
+def measured_on(record):
+    """The machine that measured `record`'s memory figures (machine_label)."""
+    return machine_label(_provenance(record).get("machine"))
+
+
+def timed_on(record):
+    """The machine that took `record`'s times (machine_label): a cluster's record names
+    its node. Times from two machines are never compared: the table's and the page's
+    comparisons stay within one."""
+    provenance = _provenance(record)
+    return machine_label(provenance.get("time_machine") or provenance.get("machine"))
 
 
 def same_host(record, other):

@@ -45,6 +45,7 @@ docs/releases.md lead with those, one line each; the rest is folded.
 import math
 import statistics
 
+from harness import origin
 from harness.releases import detect
 from harness.versions import index
 
@@ -200,7 +201,7 @@ def verdict_of(change, records):
     # a group stopped part-way and finished on another machine (a new box, another kernel
     # build) pools pairs measured apart: each pair is still side by side, but a reader
     # should know its samples are not all of one machine
-    machines = sorted({_machine(r) for r in a_records + b_records} - {None})
+    machines = sorted({origin.measured_on(r) for r in a_records + b_records} - {None})
     if len(machines) > 1:
         verdict["machines"] = machines
     when = [(r.get("provenance") or {}).get("finished_at") for r in a_records + b_records]
@@ -208,13 +209,6 @@ def verdict_of(change, records):
     if when:
         verdict["measured"] = [min(when), max(when)]
     return verdict
-
-
-def _machine(record):
-    """The machine a sample was measured on, as its provenance names it (platform: the
-    kernel build tells two boxes of one model apart), or None where it is not recorded."""
-    machine = (record.get("provenance") or {}).get("machine") or {}
-    return machine.get("platform") or machine.get("hostname")
 
 
 def across(change, records, changes):

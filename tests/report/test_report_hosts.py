@@ -41,3 +41,18 @@ def test_two_machines_with_one_host_name_are_two_machines():
         "tiny · float32 · cpu · eager · timed on vm (Linux-v595)", "tiny · float32 · cpu · eager · timed on vm (Linux-v657)"]
     assert table.reference_for(torch_a, [ref_a, torch_a, torch_b]) is ref_a
     assert table.reference_for(torch_b, [ref_a, torch_a, torch_b]) is None  # the reference ran on the other box
+
+
+def test_memory_and_times_name_their_own_machine_in_one_form():
+    """A record whose times were taken on another node (a cluster's time pass) names
+    that node for its times and its own machine for its memory figures, both in the one
+    form machine_label gives (the confirmation's "pairs from N machines" reads the memory one)."""
+    from harness import origin
+
+    record = on("vm")
+    record["provenance"]["machine"]["platform"] = "Linux-v595"
+    assert origin.measured_on(record) == origin.timed_on(record) == "vm (Linux-v595)"
+    record["provenance"]["time_machine"] = {"hostname": "node-7", "platform": "Linux-v700"}
+    assert origin.timed_on(record) == "node-7 (Linux-v700)"
+    assert origin.measured_on(record) == "vm (Linux-v595)"
+    assert origin.measured_on(fixture_record()) is None  # from before records named their machine
