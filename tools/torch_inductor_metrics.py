@@ -17,13 +17,17 @@ as the memory pass takes `retained`: the runtime warm-up before the baseline
 (harness/measure/runtime_warmup.py), the heap settled (gc, malloc_trim) before the
 baseline and after three steps, an empty Inductor cache of its own. Prints the resident
 bytes the steps leave, the entries in the two lists and the Schedulers alive.
-`--keep-metrics-from-growing` puts lists there that keep nothing before the first compile."""
+`--keep-metrics-from-growing` puts lists there that keep nothing before the first compile.
+`--python-heap` also traces the steps' Python allocations (tracemalloc, from the baseline)
+and prints what of them is still alive after: Python objects or not, of what is kept (the
+traced run is slower and its resident figure is tracemalloc's own, not the sweep's)."""
 
 import argparse
 import gc
 import os
 import sys
 import tempfile
+import tracemalloc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -56,6 +60,8 @@ def main(argv=None):
     parser.add_argument("--size", default="small", choices=("tiny", "small", "paper"))
     parser.add_argument("--keep-metrics-from-growing", action="store_true",
                         help="torch._inductor.metrics.node_runtimes and nodes_num_elem keep nothing")
+    parser.add_argument("--python-heap", action="store_true",
+                        help="trace the steps' Python allocations and print what of them stays alive")
     args = parser.parse_args(argv)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="gradmem-inductor-"))
 
@@ -76,16 +82,21 @@ def main(argv=None):
     params, inputs = adapter.from_numpy(params), adapter.from_numpy(inputs)
     warm_runtime(adapter, "cpu", "compiled", np.float32)
     before = _settled_rss()
+    if args.python_heap:
+        tracemalloc.start()
     for _ in range(3):
         result = step(params, inputs)
     del result
     kept = _settled_rss() - before
+    python_heap = tracemalloc.get_traced_memory()[0] if args.python_heap else None
     print(f"torch {torch.__version__}, {args.workload} {args.size} compiled"
           f"{', metrics kept from growing' if args.keep_metrics_from_growing else ''}")
     print(f"retained: +{kept / MIB:.2f} MiB after 3 steps, settled")
     print(f"torch._inductor.metrics.node_runtimes: {len(metrics.node_runtimes)} entries, "
           f"nodes_num_elem: {len(metrics.nodes_num_elem)}")
     print(f"Inductor Schedulers alive: {_schedulers_alive()}")
+    if python_heap is not None:
+        print(f"Python heap the steps left alive (tracemalloc): {python_heap / MIB:.2f} MiB")
 
 
 if __name__ == "__main__":
