@@ -63,7 +63,9 @@ def main(argv=None):
     parser.add_argument("--python-heap", action="store_true",
                         help="trace the steps' Python allocations and print what of them stays alive")
     args = parser.parse_args(argv)
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="gradmem-inductor-"))
+    # always an empty cache of its own: one inherited (a test process whose harness set it) may
+    # hold these graphs already, and a cache hit skips the compile that fills the lists
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradmem-inductor-")
 
     import numpy as np
     import torch
