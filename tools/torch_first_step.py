@@ -42,20 +42,26 @@ def _settled():
     return _status()["VmRSS"]
 
 
+REEXECUTED = "GRADMEM_FIRST_STEP_REEXECUTED"  # set by _reexec_with for the process it starts
+
+
 def _reexec_with(malloc):
     """The allocator settings are read at start-up: start again with them (once), and
-    with an empty Inductor cache (a cold compile)."""
+    with an empty Inductor cache of its own (a cold compile). A TORCHINDUCTOR_CACHE_DIR
+    inherited from the caller (a test process whose harness set one) may hold these graphs
+    already, so it is replaced, never reused; the re-exec is marked by a variable of its own."""
     from harness.sweep.environment import MEMORY_SETTINGS
 
-    wanted = dict(MEMORY_SETTINGS) if malloc == "memory-pass" else {k: None for k in MEMORY_SETTINGS}
-    if all(os.environ.get(k) == v for k, v in wanted.items()) and "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+    if os.environ.pop(REEXECUTED, None):
         return
+    wanted = dict(MEMORY_SETTINGS) if malloc == "memory-pass" else {k: None for k in MEMORY_SETTINGS}
     for key, value in wanted.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="gradmem-inductor-"))
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradmem-inductor-")
+    os.environ[REEXECUTED] = "1"
     os.execv(sys.executable, [sys.executable] + sys.argv)
 
 
