@@ -20,11 +20,18 @@ bytes the steps leave, the entries in the two lists and the Schedulers alive.
 `--keep-metrics-from-growing` puts lists there that keep nothing before the first compile.
 `--python-heap` also traces the steps' Python allocations (tracemalloc, from the baseline)
 and prints what of them is still alive after: Python objects or not, of what is kept (the
-traced run is slower and its resident figure is tracemalloc's own, not the sweep's)."""
+traced run is slower and its resident figure is tracemalloc's own, not the sweep's).
+`--allocators` prints, from the baseline to after the steps, what the two allocators under
+the resident figure hold: Python's small-object allocator (pymalloc, `sys._debugmallocstats`:
+its 1 MiB arenas and the bytes live in them; an arena goes back to the system only when
+every object in it is freed, so a few survivors of the compile keep whole arenas resident)
+and glibc's malloc (`mallinfo2`: bytes live in its arenas and in mmapped blocks)."""
 
 import argparse
+import ctypes
 import gc
 import os
+import re
 import sys
 import tempfile
 import tracemalloc
@@ -47,6 +54,43 @@ def _settled_rss():
     return probes.status_bytes()["VmRSS"]
 
 
+def _pymalloc():
+    """Python's small-object allocator: (bytes of the arenas it holds, bytes live in them),
+    read from `sys._debugmallocstats`, which writes to file descriptor 2."""
+    sys.stderr.flush()
+    with tempfile.TemporaryFile("w+") as text:
+        saved = os.dup(2)
+        os.dup2(text.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        text.seek(0)
+        stats = text.read()
+    arenas, size = re.search(r"(\d+) arenas \* (\d+) bytes/arena", stats).groups()
+    live = re.search(r"# bytes in allocated blocks\s*=\s*([\d,]+)", stats).group(1)
+    return int(arenas) * int(size), int(live.replace(",", ""))
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _malloc_live():
+    """Bytes live in glibc malloc, its arenas and its mmapped blocks (mallinfo2, glibc >= 2.33)."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _Mallinfo2
+    info = libc.mallinfo2()
+    return info.uordblks + info.hblkhd
+
+
+def _allocators():
+    arenas, live = _pymalloc()
+    return {"pymalloc arenas": arenas, "pymalloc live": live, "malloc live": _malloc_live()}
+
+
 def _schedulers_alive():
     return sum(1 for o in gc.get_objects() if type(o).__name__ == "Scheduler"
                and type(o).__module__ == "torch._inductor.scheduler")
@@ -62,6 +106,8 @@ def main(argv=None):
                         help="torch._inductor.metrics.node_runtimes and nodes_num_elem keep nothing")
     parser.add_argument("--python-heap", action="store_true",
                         help="trace the steps' Python allocations and print what of them stays alive")
+    parser.add_argument("--allocators", action="store_true",
+                        help="print what Python's small-object allocator and glibc's malloc hold, before and after")
     args = parser.parse_args(argv)
     # always an empty cache of its own: one inherited (a test process whose harness set it) may
     # hold these graphs already, and a cache hit skips the compile that fills the lists
@@ -84,6 +130,7 @@ def main(argv=None):
     params, inputs = adapter.from_numpy(params), adapter.from_numpy(inputs)
     warm_runtime(adapter, "cpu", "compiled", np.float32)
     before = _settled_rss()
+    held_before = _allocators() if args.allocators else None
     if args.python_heap:
         tracemalloc.start()
     for _ in range(3):
@@ -91,6 +138,8 @@ def main(argv=None):
     del result
     kept = _settled_rss() - before
     python_heap = tracemalloc.get_traced_memory()[0] if args.python_heap else None
+    tracemalloc.stop()  # pymalloc reports nothing while tracemalloc's hooks wrap it
+    held_after = _allocators() if args.allocators else None
     print(f"torch {torch.__version__}, {args.workload} {args.size} compiled"
           f"{', metrics kept from growing' if args.keep_metrics_from_growing else ''}")
     print(f"retained: +{kept / MIB:.2f} MiB after 3 steps, settled")
@@ -99,6 +148,10 @@ def main(argv=None):
     print(f"Inductor Schedulers alive: {_schedulers_alive()}")
     if python_heap is not None:
         print(f"Python heap the steps left alive (tracemalloc): {python_heap / MIB:.2f} MiB")
+    if held_before is not None:
+        for name, was in held_before.items():
+            now = held_after[name]
+            print(f"{name}: {was / MIB:.2f} -> {now / MIB:.2f} MiB ({(now - was) / MIB:+.2f})")
 
 
 if __name__ == "__main__":

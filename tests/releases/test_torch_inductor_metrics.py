@@ -18,12 +18,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _run(*flags):
     done = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "torch_inductor_metrics.py"), "chained_dot",
-                           "--size", "tiny", "--python-heap", *flags], capture_output=True, text=True, timeout=600,
+                           "--size", "tiny", "--python-heap", "--allocators", *flags], capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, OMP_NUM_THREADS="1", TORCH_LOGS="inductor_metrics"))
     assert done.returncode == 0, done.stdout + done.stderr
     entries = int(re.search(r"node_runtimes: (\d+) entries", done.stdout).group(1))
     schedulers = int(re.search(r"Schedulers alive: (\d+)", done.stdout).group(1))
     heap = float(re.search(r"left alive \(tracemalloc\): ([\d.]+) MiB", done.stdout).group(1))
+    arenas, live = (float(re.search(rf"pymalloc {name}: [\d.]+ -> ([\d.]+) MiB", done.stdout).group(1))
+                    for name in ("arenas", "live"))
+    # what pymalloc holds live sits in its arenas: never more than they hold (a misread of
+    # sys._debugmallocstats, e.g. another section's count, would break this)
+    assert 0 < live <= arenas, (live, arenas)
     return entries, schedulers, heap
 
 
