@@ -47,9 +47,11 @@ REEXECUTED = "GRADMEM_FIRST_STEP_REEXECUTED"  # set by _reexec_with for the proc
 
 def _reexec_with(malloc):
     """The allocator settings are read at start-up: start again with them (once), and
-    with an empty Inductor cache of its own (a cold compile). A TORCHINDUCTOR_CACHE_DIR
-    inherited from the caller (a test process whose harness set one) may hold these graphs
-    already, so it is replaced, never reused; the re-exec is marked by a variable of its own."""
+    with an empty Inductor cache of its own (a cold compile), named the way the worker
+    names a cell's (GRADMEM_COMPILE_CACHE_DIR: the adapter's load() points Inductor there
+    and checks it does). A cache inherited from the caller (a test process whose harness
+    set one, in that variable or in TORCHINDUCTOR_CACHE_DIR) may hold these graphs already,
+    so it is replaced, never reused; the re-exec is marked by a variable of its own."""
     from harness.sweep.environment import MEMORY_SETTINGS
 
     if os.environ.pop(REEXECUTED, None):
@@ -60,7 +62,7 @@ def _reexec_with(malloc):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradmem-inductor-")
+    os.environ["GRADMEM_COMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradmem-inductor-")
     os.environ[REEXECUTED] = "1"
     os.execv(sys.executable, [sys.executable] + sys.argv)
 

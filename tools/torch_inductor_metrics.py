@@ -110,8 +110,10 @@ def main(argv=None):
                         help="print what Python's small-object allocator and glibc's malloc hold, before and after")
     args = parser.parse_args(argv)
     # always an empty cache of its own: one inherited (a test process whose harness set it) may
-    # hold these graphs already, and a cache hit skips the compile that fills the lists
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradmem-inductor-")
+    # hold these graphs already, and a cache hit skips the compile that fills the lists. Named
+    # the way the worker names a cell's: the adapter's load() points Inductor there (over any
+    # TORCHINDUCTOR_CACHE_DIR) and checks it does
+    os.environ["GRADMEM_COMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradmem-inductor-")
 
     import numpy as np
     import torch

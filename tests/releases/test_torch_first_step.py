@@ -18,7 +18,8 @@ MIB_FLUSH = 32  # torch::dynamo::profile_guard_manager: new char[0x2000000], mem
 def _forward(*flags, inherited_cache):
     done = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "torch_first_step.py"), "chained_dot",
                            "--size", "tiny", *flags], capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, OMP_NUM_THREADS="1", TORCHINDUCTOR_CACHE_DIR=str(inherited_cache)))
+                          env=dict(os.environ, OMP_NUM_THREADS="1", TORCHINDUCTOR_CACHE_DIR=str(inherited_cache),
+                                   GRADMEM_COMPILE_CACHE_DIR=str(inherited_cache)))
     assert done.returncode == 0, done.stdout + done.stderr
     peak, left = re.search(r"forward:  peak \+([\d.]+) above the step's start, leaves \+([\d.]+)", done.stdout).groups()
     return float(peak), float(left)
@@ -27,7 +28,7 @@ def _forward(*flags, inherited_cache):
 def test_the_guard_profiles_cache_flush_is_the_first_steps_transient(tmp_path):
     peak, left = _forward(inherited_cache=tmp_path)
     quiet_peak, quiet_left = _forward("--no-guard-profile", inherited_cache=tmp_path)
-    # a cache the caller set is never the tool's: both compiles were cold in caches of their
+    # a cache the caller set (Inductor's variable or the worker's) is never the tool's: both compiles were cold in caches of their
     # own (a warm one would skip the compile whose first step this measures)
     assert not any(tmp_path.iterdir()), sorted(p.name for p in tmp_path.iterdir())
     # without the profiling the forward has no transient: its peak is what it leaves
