@@ -80,9 +80,11 @@ class _Mallinfo2(ctypes.Structure):
 
 def _malloc_live():
     """Bytes live in glibc malloc, its arenas and its mmapped blocks (mallinfo2, glibc >= 2.33)."""
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = _Mallinfo2
-    info = libc.mallinfo2()
+    from harness.measure import probes
+
+    mallinfo2 = probes.libc().mallinfo2
+    mallinfo2.restype = _Mallinfo2
+    info = mallinfo2()
     return info.uordblks + info.hblkhd
 
 

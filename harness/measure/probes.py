@@ -33,15 +33,20 @@ def status_bytes():
     return {key: int(kb) * 1024 for key, kb in _STATUS_FIELD.findall(text)}
 
 
+def libc():
+    """This process's C library (loaded once): malloc_trim here, mallinfo2 in the tools."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    return _libc
+
+
 def malloc_trim():
     """Give glibc's free heap pages back to the OS (all arenas), so the baseline does not
     hide a peak in memory the heap already holds (docs/design.md, Evidence: "glibc's dynamic
     mmap threshold"). False when the
     C library has no malloc_trim (not glibc)."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    trim = getattr(_libc, "malloc_trim", None)
+    trim = getattr(libc(), "malloc_trim", None)
     if trim is None:
         return False
     trim(0)
