@@ -28,8 +28,9 @@ def _forward(*flags, inherited_cache):
 def test_the_guard_profiles_cache_flush_is_the_first_steps_transient(tmp_path):
     peak, left = _forward(inherited_cache=tmp_path)
     quiet_peak, quiet_left = _forward("--no-guard-profile", inherited_cache=tmp_path)
-    # a cache the caller set (Inductor's variable or the worker's) is never the tool's: both compiles were cold in caches of their
-    # own (a warm one would skip the compile whose first step this measures)
+    # a cache the caller set (Inductor's variable or the worker's) is never the tool's: both
+    # compiles were cold in caches of their own (a warm one would skip the compile whose
+    # first step this measures)
     assert not any(tmp_path.iterdir()), sorted(p.name for p in tmp_path.iterdir())
     # without the profiling the forward has no transient: its peak is what it leaves
     assert quiet_peak - quiet_left <= 1, (quiet_peak, quiet_left)
