@@ -264,7 +264,8 @@ class Scale:
         try:
             line = near_line([(b, scale_series.footprint_of(r)) for b, r in ok.items()], self.budget)
             margin = max(scale_series.spread_of(ok[b]) for b, _ in line.points)
-            batch = largest_batch(line, self.budget - margin, f"the footprint of {prediction['fit'].series.label}")
+            batch = largest_batch(line, self.budget - margin, f"the footprint of {prediction['fit'].series.label}",
+                                  fixed_at_least_zero=False)
         except FitError as err:
             prediction["error"] = f"no refined prediction: {err}"
             return False

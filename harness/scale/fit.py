@@ -5,7 +5,7 @@ Pure arithmetic on numbers, no records: harness/scale/series.py feeds it.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.units import MIB
 
@@ -53,10 +53,19 @@ def fit_line(points):
     return Line(fixed, per_sample, r2, max(abs(r) for r in residuals), points)
 
 
-def largest_batch(line, budget, what="the footprint"):
+def largest_batch(line, budget, what="the footprint", *, fixed_at_least_zero=True):
     """The largest batch b >= 1 with line.at(b) <= budget; FitError saying why there is
     none (the budget is below the fixed bytes, or below fixed + one sample, or the
-    bytes do not grow with the batch)."""
+    bytes do not grow with the batch).
+
+    A fitted line's fixed bytes below zero are taken as zero: no step needs fewer than
+    0 bytes, and such an intercept is the scatter of figures a few pages wide (a tiny
+    size's footprint moves in 4 KiB pages), which would otherwise let a batch into a
+    budget of a few bytes. `fixed_at_least_zero=False` keeps the intercept, for a line
+    through two points near the budget (near_line), interpolated or extrapolated a little
+    there, where the intercept is only the line's position."""
+    if fixed_at_least_zero and line.fixed < 0:
+        line = replace(line, fixed=0.0)
     if budget < line.fixed:
         raise BudgetError(
             f"the budget {_mib(budget)} is below the fixed bytes of {what} ({_mib(line.fixed)}): "

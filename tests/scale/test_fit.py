@@ -49,6 +49,21 @@ def test_the_largest_batch_under_a_budget():
         largest_batch(flat, 1000)
 
 
+def test_a_fixed_bytes_below_zero_lets_no_batch_into_a_budget_of_a_byte():
+    # The points of a CI run at tiny: the footprint at batch 2 read 0 bytes (the step
+    # reused pages the process held), at batch 64 some 44 KiB; the line's intercept is
+    # -1452 bytes, by which batch 2 "fit" a budget of 1 byte. No step needs fewer than 0
+    # bytes: taken as 0, no batch fits 1 byte, and 1 MiB holds what the per-sample bytes
+    # let in, not 2 batches more.
+    line = fit_line([(2, 0.0), (64, 45000.0)])
+    assert line.fixed == pytest.approx(-1451.6, abs=0.1)
+    with pytest.raises(BudgetError, match="below the footprint at batch 1"):
+        largest_batch(line, 1)
+    assert largest_batch(line, MIB) == 1444  # 1 MiB / (45000 / 62 bytes) = 1444.7
+    # A line through two points near the budget keeps its intercept: it is interpolated.
+    assert largest_batch(line, 1, fixed_at_least_zero=False) == 2
+
+
 def test_batch_lists():
     assert parse_batches("8,1, 2,4") == [1, 2, 4, 8]
     assert parse_batches(" auto ") == AUTO
