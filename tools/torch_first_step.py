@@ -18,7 +18,9 @@ and frees (pytorch/pytorch PR #154764); the cold first step's forward phase peak
 much higher (docs/releases.md, PyTorch, (4)). No torch setting turns it off."""
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -52,9 +54,11 @@ def _reexec_with(malloc):
     and checks it does). A cache inherited from the caller (a test process whose harness
     set one, in that variable or in TORCHINDUCTOR_CACHE_DIR) may hold these graphs already,
     so it is replaced, never reused; the re-exec is marked by a variable of its own."""
+    from harness.frameworks.base import COMPILE_CACHE_ENV
     from harness.sweep.environment import MEMORY_SETTINGS
 
-    if os.environ.pop(REEXECUTED, None):
+    if os.environ.pop(REEXECUTED, None):  # the process started below: its cache goes when it ends
+        atexit.register(shutil.rmtree, os.environ[COMPILE_CACHE_ENV], True)
         return
     wanted = dict(MEMORY_SETTINGS) if malloc == "memory-pass" else {k: None for k in MEMORY_SETTINGS}
     for key, value in wanted.items():
@@ -62,7 +66,7 @@ def _reexec_with(malloc):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-    os.environ["GRADMEM_COMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradmem-inductor-")
+    os.environ[COMPILE_CACHE_ENV] = tempfile.mkdtemp(prefix="gradmem-inductor-")
     os.environ[REEXECUTED] = "1"
     os.execv(sys.executable, [sys.executable] + sys.argv)
 

@@ -28,16 +28,19 @@ every object in it is freed, so a few survivors of the compile keep whole arenas
 and glibc's malloc (`mallinfo2`: bytes live in its arenas and in mmapped blocks)."""
 
 import argparse
+import atexit
 import ctypes
 import gc
 import os
 import re
+import shutil
 import sys
 import tempfile
 import tracemalloc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from harness.frameworks.base import COMPILE_CACHE_ENV  # noqa: E402
 from harness.measure import probes  # noqa: E402
 from harness.units import MIB  # noqa: E402
 
@@ -115,7 +118,8 @@ def main(argv=None):
     # hold these graphs already, and a cache hit skips the compile that fills the lists. Named
     # the way the worker names a cell's: the adapter's load() points Inductor there (over any
     # TORCHINDUCTOR_CACHE_DIR) and checks it does
-    os.environ["GRADMEM_COMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradmem-inductor-")
+    os.environ[COMPILE_CACHE_ENV] = tempfile.mkdtemp(prefix="gradmem-inductor-")
+    atexit.register(shutil.rmtree, os.environ[COMPILE_CACHE_ENV], True)  # removed when the tool ends
 
     import numpy as np
     import torch

@@ -24,6 +24,10 @@ import importlib.util
 from harness.choices import DEVICES, MODES, ChoiceError, check_choice
 from harness.frameworks import remat as remat_lib
 
+#: the variable naming the directory a process's compile cache goes in: the worker sets
+#: it (harness/measure/worker.py), an adapter's load() points its framework there
+COMPILE_CACHE_ENV = "GRADMEM_COMPILE_CACHE_DIR"
+
 
 class Unavailable(RuntimeError):
     """The framework, mode or device cannot run here; the message says why."""

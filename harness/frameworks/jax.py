@@ -47,7 +47,7 @@ import sys
 
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, NoPrediction, Unavailable
+from harness.frameworks.base import COMPILE_CACHE_ENV, Adapter, NoPrediction, Unavailable
 
 # remat spelling -> name of the jax.checkpoint_policies policy (None: the default,
 # nothing_saveable)
@@ -277,7 +277,7 @@ class JaxAdapter(Adapter):
         Every program is cached, however quick its compile (eager runs many small ones)."""
         import jax
 
-        path = os.environ.get("GRADMEM_COMPILE_CACHE_DIR")
+        path = os.environ.get(COMPILE_CACHE_ENV)
         if not path:
             return None
         jax.config.update("jax_compilation_cache_dir", path)

@@ -60,7 +60,7 @@ import types
 from harness.choices import OPTIMIZERS, check_choice
 from harness.frameworks import remat as remat_lib
 from harness.frameworks import threads
-from harness.frameworks.base import Adapter, NoPrediction, Unavailable
+from harness.frameworks.base import COMPILE_CACHE_ENV, Adapter, NoPrediction, Unavailable
 
 
 class TorchAdapter(Adapter):
@@ -477,7 +477,7 @@ def _point_inductor_cache():
     """Point Inductor's (and Triton's) on-disk cache at the directory the worker made
     for this process (GRADMEM_COMPILE_CACHE_DIR, empty); None outside a worker, where
     Inductor keeps its default."""
-    path = os.environ.get("GRADMEM_COMPILE_CACHE_DIR")
+    path = os.environ.get(COMPILE_CACHE_ENV)
     if path:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
         # Triton (CUDA kernels) caches in ~/.triton/cache unless told; newer Inductors

@@ -112,6 +112,7 @@ def _limit_address_space(limit):
 def _prepare(job, marks):
     """Load the framework and build the cell's step; returns (adapter, problem, step, info)."""
     from harness import frameworks, workloads
+    from harness.frameworks.base import COMPILE_CACHE_ENV
     from harness.measure.phases import Step
     from harness.measure.runtime_warmup import DESCRIPTION, warm_runtime
 
@@ -120,9 +121,9 @@ def _prepare(job, marks):
     adapter = frameworks.get(cell["framework"], **({"order": cell["order"]} if cell.get("order") else {}))
     remat = cell.get("remat") or "none"
     if cell["mode"] in adapter.own_compile_cache_modes:  # a cold compile in every process
-        os.environ["GRADMEM_COMPILE_CACHE_DIR"] = _own_compile_cache(job)
+        os.environ[COMPILE_CACHE_ENV] = _own_compile_cache(job)
     elif job.get("compile_cache_dir"):  # one compile per cell: its passes share the framework's cache
-        os.environ["GRADMEM_COMPILE_CACHE_DIR"] = job["compile_cache_dir"]
+        os.environ[COMPILE_CACHE_ENV] = job["compile_cache_dir"]
     adapter.load(cell["device"], cell["mode"], remat=remat)
     precision = adapter.set_matmul_precision(cell["device"], job.get("matmul_precision") or "highest")
     warm_runtime(adapter, cell["device"], cell["mode"], cell["dtype"])
