@@ -50,11 +50,11 @@ def test_the_largest_batch_under_a_budget():
 
 
 def test_a_fixed_bytes_below_zero_lets_no_batch_into_a_budget_of_a_byte():
-    # The points of a CI run at tiny: the footprint at batch 2 read 0 bytes (the step
-    # reused pages the process held), at batch 64 some 44 KiB; the line's intercept is
-    # -1452 bytes, by which batch 2 "fit" a budget of 1 byte. No step needs fewer than 0
-    # bytes: taken as 0, no batch fits 1 byte, and 1 MiB holds what the per-sample bytes
-    # let in, not 2 batches more.
+    # A line of the shape a CI run fitted at tiny: the footprint at batch 2 read about 0
+    # bytes (the step reused pages the process held), at batch 64 tens of KiB (here
+    # 45000 bytes); an intercept below zero (here -1452 bytes), by which batch 2 "fit" a
+    # budget of 1 byte. No step needs fewer than 0 bytes: taken as 0, no batch fits 1
+    # byte, and 1 MiB holds what the per-sample bytes let in, not 2 batches more.
     line = fit_line([(2, 0.0), (64, 45000.0)])
     assert line.fixed == pytest.approx(-1451.6, abs=0.1)
     with pytest.raises(BudgetError, match="below the footprint at batch 1"):
