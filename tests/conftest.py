@@ -12,6 +12,20 @@ one of them kept a worker busy minutes after the other had run out of files
 (2026-11-27: 24 min with them in place, load 9).
 """
 
+import atexit
+import os
+import shutil
+import tempfile
+
+# torch.compile outside a worker (adapters loaded in the test process, tools/independent's
+# scripts it starts) caches in Inductor's default /tmp/torchinductor_$USER, which outlives
+# the run: 3.4 GB of it had gathered on a shared box over many runs. Each pytest process
+# gets a cache of its own instead, removed when it exits. A worker is not affected: it
+# points Inductor at its own empty cache whatever the environment says.
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradmem-tests-inductor-")
+    atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], True)
+
 
 def pytest_configure(config):
     config.addinivalue_line(
