@@ -17,11 +17,12 @@ import os
 import shutil
 import tempfile
 
-# torch.compile outside a worker (adapters loaded in the test process, tools/independent's
-# scripts it starts) caches in Inductor's default /tmp/torchinductor_$USER, which outlives
-# the run: 3.4 GB of it had gathered on a shared box over many runs. Each pytest process
-# gets a cache of its own instead, removed when it exits. A worker is not affected: it
-# points Inductor at its own empty cache whatever the environment says.
+# torch.compile outside a worker (adapters loaded in the test process, as in
+# tests/frameworks/test_torch_compile.py and test_adapter_remat.py) caches in Inductor's
+# default /tmp/torchinductor_$USER, which outlives the run: 3.4 GB of it had gathered on a
+# shared box over many runs. Each pytest process gets a cache of its own instead, removed
+# when it exits. A worker's compiled pass is not affected: it points Inductor at its own
+# empty cache whatever the environment says.
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="gradmem-tests-inductor-")
     atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], True)
