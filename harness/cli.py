@@ -23,12 +23,22 @@ COMMANDS = {
     "diff": ("harness.diff.command", "why two records differ: figures, categories, saved bytes by op, environment"),
     "site": ("harness.site.command", "write the observatory: one static site of everything the repository holds"),
     "new-workload": ("harness.workloads.command", "write a commented workload file to edit into your model"),
+    "new-step": ("harness.steps.command", "write a native training step (plain framework code) to edit into yours"),
 }
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose error (a missing option, an int that is not one) is one
+    line, as a ChoiceError's is, instead of the whole usage before it."""
+
+    def error(self, message):
+        print(f"error: {message} ({self.prog} --help lists the options)", file=sys.stderr)
+        sys.exit(2)
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__.split("\n")[0])
+    parser = Parser(prog="python -m harness", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", metavar="|".join(COMMANDS), required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
@@ -38,8 +48,8 @@ def main(argv=None):
     chosen = next((arg for arg in argv if arg in COMMANDS), None)
     if chosen is not None:
         importlib.import_module(COMMANDS[chosen][0]).add_arguments(sub.choices[chosen])
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)  # a limit is checked as it is read (cli_options.seconds_action)
         return importlib.import_module(args.module_name).main(args)
     except ChoiceError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -56,7 +56,7 @@ def add_arguments(parser):
     parser.add_argument("--repeats", type=int, default=3, help="rounds per release: its run-to-run band (default 3)")
     parser.add_argument("--time-repeat", type=int, default=3, help="timed steps per cell, at least (default 3)")
     parser.add_argument(
-        "--time-budget", type=float, default=1.0,
+        "--time-budget", action=cli_options.seconds_action(zero_ok=True), default=1.0,
         help="seconds of timed steps per cell beyond which no more are added (default 1; time is advisory here)",
     )
     cli_options.add_timeout(parser, 600.0)

@@ -61,7 +61,7 @@ def add_arguments(parser):
     parser.add_argument("--verify", action="store_true", help="with --budget: measure the footprint at the prediction and at 1.25x")
     parser.add_argument("--warmup", type=int, default=1, help="warm-up steps after the cold first step (default 1)")
     cli_options.add_timeout(parser, 600.0)
-    parser.add_argument("--memory-limit", default=None, help="address-space limit per worker, bytes (suffix K/M/G allowed)")
+    cli_options.add_memory_limit(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed of every workload's inputs (default 0)")
     parser.add_argument("--out", required=True, help="JSONL file the records are appended to")
     parser.add_argument("--resume", action="store_true", help="skip the (cell, batch) records already in --out")

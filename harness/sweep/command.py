@@ -6,7 +6,10 @@
 Defaults: every workload and framework, size small, float32 (what GPUs and the asv
 grid use), cpu, eager, no optimizer, at least 5 timed steps after 1 warm-up step (more
 until the median is known within 5 %, at most 5 s of them), a 600 s timeout per
-worker, no memory limit, every framework on $GRADMEM_THREADS (default 2) threads.
+worker, no memory limit, every framework on $GRADMEM_THREADS (default 2) threads. A
+limit (--timeout, --memory-limit, --time-budget, --budget) is a positive number, or
+`none` for no limit where one can be off (harness/cli_options.py); anything else is
+refused with exit 2 before anything runs.
 Lists are comma-separated; "all" means every valid name. Plural spellings (--workloads,
 --frameworks, --sizes, --dtypes, --devices, --modes) are the same options, in every
 command (harness/cli_options.py; benchmarks/common.py uses them).
@@ -96,7 +99,7 @@ def add_arguments(parser):
         help=f"time more steps until the median is known within this fraction (default {Policy.precision})",
     )
     parser.add_argument(
-        "--time-budget", type=float, default=Policy.budget_s,
+        "--time-budget", action=cli_options.seconds_action(zero_ok=True), default=Policy.budget_s,
         help=f"seconds of timed steps per cell beyond which no more are added (default {Policy.budget_s:g}; "
         "0: exactly --repeat)",
     )
@@ -135,7 +138,7 @@ def add_arguments(parser):
     )
     parser.add_argument("--warmup", type=int, default=1, help="warm-up steps after the cold first step (default 1)")
     cli_options.add_timeout(parser, 600.0)
-    parser.add_argument("--memory-limit", default=None, help="address-space limit per worker, bytes (suffix K/M/G allowed)")
+    cli_options.add_memory_limit(parser)
     parser.add_argument(
         "--schedule-log", default=None,
         help="JSONL file: one line per pass (kind, cell, start/end, worker marks) for tools/sweep_compare.py",
@@ -153,10 +156,11 @@ def add_arguments(parser):
         help="skip the cells whose records are already in --out (run a killed sweep again with its own arguments)",
     )
     parser.add_argument(
-        "--budget", type=float, default=None,
-        help="seconds the whole sweep may take: cells run smallest size first, eager before compiled; a cell "
-        "starts only if it is expected to end in time (the estimate is printed at the start), passes still "
-        "running at the budget are killed without a record; --resume goes on (harness/sweep/budget.py)",
+        "--budget", action=cli_options.seconds_action(none_ok=True), default=None, metavar="SECONDS",
+        help="seconds the whole sweep may take (default none: no budget): cells run smallest size first, eager "
+        "before compiled; a cell starts only if it is expected to end in time (the estimate is printed at the "
+        "start), passes still running at the budget are killed without a record; --resume goes on "
+        "(harness/sweep/budget.py)",
     )
     parser.add_argument(
         "--costs", default=None,
