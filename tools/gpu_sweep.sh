@@ -95,12 +95,17 @@ while [[ -e $out/schedule-$n.jsonl ]]; do n=$((n + 1)); done
 
 # Run from OUT_DIR, so the installed copy is the one imported (not the checkout's).
 cd "$out"
+# A sweep whose cells failed (exit 3: none measured, 4: some; harness/sweep/outcome.py)
+# still gets its page, and this script then exits with the sweep's status.
+status=0
 # shellcheck disable=SC2086  # the selection is a list of options
 "$python" -m harness run --device cuda --workload all --framework all $selection --schedule parallel \
-    "${budget_args[@]}" $resume --schedule-log "$out/schedule-$n.jsonl" --out "$out/cuda.jsonl"
+    "${budget_args[@]}" $resume --schedule-log "$out/schedule-$n.jsonl" --out "$out/cuda.jsonl" || status=$?
+case $status in 0|3|4) ;; *) exit "$status" ;; esac
 if [[ ! -s $out/cuda.jsonl ]]; then  # a budget too small for any cell
     echo "gpu_sweep: no records yet (no page); $((SECONDS - started)) s in all"
-    exit 0
+    exit "$status"
 fi
 "$python" -m harness report "$out/cuda.jsonl" --out "$out/report" --title "gradmem CUDA comparison"
 echo "records: $out/cuda.jsonl; page: $out/report/index.html; $((SECONDS - started)) s in all"
+exit "$status"

@@ -30,6 +30,7 @@ import sys
 import tempfile
 
 from sweep_compare import split_passthrough  # noqa: E402 (tools/ is this script's directory)
+from harness.sweep import outcome  # noqa: E402  (sweep_compare put the checkout on the path)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOLERANCE = 0.15
@@ -57,7 +58,7 @@ def sweep(out, extra):
         os.remove(out)
     done = subprocess.run([sys.executable, "-m", "harness", "run", *extra, "--quiet", "--out", out],
                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if done.returncode != 0:
+    if done.returncode not in outcome.RAN_TO_THE_END:  # a failed cell is a record
         raise SystemExit(f"harness run failed ({done.returncode}):\n{done.stdout[-3000:]}")
     with open(out, encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]

@@ -27,6 +27,7 @@ import tempfile
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PROJECT)
 from harness import cli_options, figures  # noqa: E402  (the checkout's harness)
+from harness.sweep import outcome  # noqa: E402
 from harness.units import MIB  # noqa: E402
 
 PYTHON = sys.executable
@@ -245,7 +246,8 @@ def _run_and_print(args, run_args, name):
     """`harness run RUN_ARGS` into a JSONL file, then one line per record: each phase's
     step peak (steady, and the first step's), retained, bound, status."""
     out = args.out or os.path.join(tempfile.mkdtemp(prefix="gradmem-seeds-"), f"{name}.jsonl")
-    if subprocess.run([PYTHON, "-m", "harness", "run", *run_args, "--quiet", "--out", out], cwd=PROJECT).returncode not in (0, 1):
+    code = subprocess.run([PYTHON, "-m", "harness", "run", *run_args, "--quiet", "--out", out], cwd=PROJECT).returncode
+    if code not in (*outcome.RAN_TO_THE_END, outcome.UNWRITABLE):  # failed cells are records: printed below
         return 1
     for record in _records(out):
         print(_phase_line(record), flush=True)

@@ -32,7 +32,7 @@ from harness import choices, cli_options, frameworks, results, workloads
 from harness.frameworks.base import Unavailable
 from harness import interrupts
 from harness.sweep import command as run_sweep
-from harness.sweep import cells
+from harness.sweep import cells, outcome
 from harness.sweep import resume
 from harness.releases import confirm, detect, listing, page, side_by_side, store
 from harness.results import write_text_atomic
@@ -281,7 +281,7 @@ def _measure_release(adapter, release, args, where):
         ns.out = store.round_path(out, name, number)
         os.makedirs(os.path.dirname(ns.out), exist_ok=True)
         code = run_sweep.main(ns)
-        if code:
+        if code not in outcome.RAN_TO_THE_END:  # stopped; a round whose cells failed is records
             return code
         mine = [r for r in store.read(ns.out) if r.get("version") == version]
         counts = {s: sum(1 for r in mine if r.get("status") == s) for s in results.STATUSES}

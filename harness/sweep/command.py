@@ -16,8 +16,10 @@ command (harness/cli_options.py; benchmarks/common.py uses them).
 
 Each finished cell's record is appended to --out at once, atomically (an existing
 file is kept and appended to; the report lets the newest record of a cell win). A
-cell that fails is a record with its status ("oom", "timeout", "error",
-"unavailable"); the sweep goes on and exits 0. SIGTERM, SIGHUP or Ctrl-C stop it: the
+cell that fails is a record with its status ("oom", "timeout", "error"; a framework or
+device this machine lacks is "unavailable", not a failure); the sweep goes on, and
+exits 0 when no cell failed, 4 when some did, 3 when no cell was measured at all, the
+counts printed (outcome.py). SIGTERM, SIGHUP or Ctrl-C stop it: the
 running workers are killed, every finished record is kept, the temporary directory is
 removed, and the exit code is 128 + the signal (143, 129, 130; interrupts.py).
 `--resume` then measures only the cells without a record (resume.py). A full disk
@@ -44,7 +46,8 @@ cells run smallest size first, eager before compiled (every workload in every ro
 before the next mode or size); the estimate of what fits is printed at the start (from
 --out's own records, --costs FILE's, or the built-in table of recorded CUDA cells); a
 cell starts only if it is expected to end in time; what still runs at the budget is
-killed and gets no record. The sweep then exits 0 and says how many cells are left;
+killed and gets no record. The sweep then says how many cells are left (they are not
+failures: the exit status is that of the cells recorded);
 `--resume` (with the same arguments, and a new --budget) goes on.
 
 Start (harness/sweep/zygote.py): `fork` (default) forks each pass's worker from a
@@ -63,7 +66,7 @@ from harness import choices, cli_options, results, workloads
 from harness.console import say
 from harness.units import parse_bytes
 from harness import interrupts
-from harness.sweep import budget, cells, resume, schedule, summary_table as table, zygote
+from harness.sweep import budget, cells, outcome, resume, schedule, summary_table as table, zygote
 from harness.sweep.cell_runner import CellRunner, Options
 from harness.sweep.executor import LocalExecutor
 from harness.measure.timing import Policy
@@ -314,7 +317,7 @@ class Sweep:
             results.check_appendable(args.out)  # before an hour of measuring, not after
         except results.RecordFileError as err:
             say(f"error: {err}")
-            return 2
+            return outcome.BAD_INPUT
         if args.resume:
             self.kept, self.todo = resume.split(args.out, self.todo, self.options.settings())
             say(f"resume: {len(self.kept)} cell(s) already in {args.out}, {len(self.todo)} to measure", args.quiet)
@@ -328,7 +331,7 @@ class Sweep:
             self.progress.done()
             where = args.out if self.writing == "out" else self.workdir
             say(_unwritable(where, self.cell, err, len(self.finished), args.out))
-            return 1
+            return outcome.UNWRITABLE
         self.progress.done()
         if self.log is not None:
             self.log.close(schedule=args.schedule, jobs=self.jobs, cells=len(self.todo),
@@ -441,7 +444,11 @@ class Sweep:
             f"({args.schedule} schedule, {_where(args, self.jobs)})",
             args.quiet,
         )
-        return 0
+        # the cells asked for: those --resume kept and those measured now
+        code, why = outcome.judge(self.kept + _in_order(self.finished))
+        if why:
+            say(why)  # even with --quiet: it is what the exit status means
+        return code
 
 
 def _executor(args, workdir, jobs, on_start, on_end):
