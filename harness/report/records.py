@@ -13,6 +13,7 @@ from collections import OrderedDict
 
 from harness import choices, frameworks, results, workloads
 from harness.origin import timed_on
+from harness.sweep.pass_log import is_pass_log
 
 CELL_KEYS = results.CELL_KEYS
 STATUSES = results.STATUSES
@@ -26,9 +27,13 @@ class RecordError(ValueError):
 def load(paths, stream=None):
     """All valid records of the JSONL files at `paths`, in file order. A line that is not
     a record of this schema (harness.results.validate) is named on stderr with its file
-    and line and skipped; a file that cannot be read at all is a RecordError."""
+    and line and skipped; a file that cannot be read at all, or a schedule log given
+    for records, is a RecordError."""
     records, damaged = [], []
     for path in paths:
+        if is_pass_log(path):
+            raise RecordError(f"{path}: a schedule log (harness run --schedule-log: one line per pass), "
+                              "not result records; give the --out file of that sweep")
         try:
             loaded, bad = results.scan_records(path)
         except results.RecordFileError as err:

@@ -1,7 +1,9 @@
 """The committed comparison records, one set per device and size, and their pages.
 
 CPU records are results/cpu/*.jsonl (this repository's own sweeps), CUDA records
-results/gpu/RUN/*.jsonl (each run's README says the machine and the command). A set
+results/gpu/RUN/*.jsonl (each run's README says the machine and the command); a
+schedule log there (tools/gpu_sweep.sh's schedule-N.jsonl, one line per pass: told by
+its lines, harness/sweep/pass_log.py) is not records and is left out. A set
 is every record of one device and size across those files, files in path order so a
 later run wins for a repeated cell (`harness report`'s rule). Each set becomes
 comparison/DEVICE-SIZE/ in the site: its records (records.jsonl) and the comparison
@@ -19,6 +21,7 @@ from harness.report.provenance import measured_span
 from harness.report.records import load
 from harness.site import layout
 from harness.sweep import resume
+from harness.sweep.pass_log import is_pass_log
 from harness.units import GIB
 
 #: where each device's committed records are, relative to the repository's root
@@ -55,6 +58,8 @@ def find(root):
     for device, patterns in SOURCES.items():
         for pattern in patterns:
             for path in sorted(glob.glob(os.path.join(root, pattern))):
+                if is_pass_log(path):  # a sweep's schedule log beside its records
+                    continue
                 rel = os.path.relpath(path, root)
                 for record in load([path]):
                     if (record.get("device") or "cpu") != device:

@@ -16,6 +16,8 @@ a worker is harness/measure/ (arrows point one way: sweep -> measure, never back
 - ``zygote``: workers forked from a process that has imported their framework;
 - ``environment``: the environment a worker starts with, per pass kind;
 - ``resume``: the cells of `--resume` already in the result file;
+- ``outcome``: the exit status from the cells' records (0, 4 some failed, 3 none measured);
+- ``pass_log``: a ``--schedule-log`` file told from a result file by its lines;
 - ``timeline``: the worker's RSS sampled from the parent; ``summary_table``: the table
   printed at the end of a sweep.
 
