@@ -59,6 +59,7 @@ import fcntl
 import json
 import math
 import os
+import stat
 import sys
 import tempfile
 from typing import NamedTuple
@@ -304,14 +305,36 @@ def dumps(record):
 
 @contextlib.contextmanager
 def _locked(path):
-    """An exclusive lock on `path`.lock: two sweeps appending to one file do not lose
-    each other's records (each append is read-modify-replace)."""
-    with open(f"{path}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    """An exclusive flock on `path`.lock for one read-modify-replace of `path`: two
+    sweeps appending to one file do not lose each other's records.
+
+    The lock file is removed while the lock is still held, so none is left beside the
+    file after an append. A writer that was waiting on the removed file then holds a
+    lock on a file no longer at that name: it sees so (the name's inode is another, or
+    none) and locks the file now there, so two writers never both pass. One killed
+    while holding it leaves the file, which the next append uses and removes."""
+    lock_path = f"{path}.lock"
+    while True:
+        lock = open(lock_path, "a")
         try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            held = os.fstat(lock.fileno())
+            try:
+                named = os.stat(lock_path)
+            except FileNotFoundError:
+                named = None
+        except BaseException:
+            lock.close()
+            raise
+        if named is not None and (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino):
+            break
+        lock.close()  # the lock of a removed file: take the one at the name now
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock_path)  # before letting go: a waiter on it then looks again
+        lock.close()  # lets go of the lock
 
 
 def append_record(path, record):
@@ -338,26 +361,46 @@ def append_record(path, record):
         _replace_whole(path, old + line.encode("utf-8"))
 
 
-def _replace_whole(path, payload, mode=None):
+def _replace_whole(path, payload):
     """`path` becomes `payload` (bytes) whole or not at all: a temporary file in the same
     directory, flushed and fsync'ed, renamed over `path` (atomic on one file system),
     then the directory fsync'ed; a process killed at any point leaves the old file or
-    the new one (at worst a stray temporary file, never read)."""
+    the new one (at worst a stray temporary file, never read). The file keeps the mode
+    it had; a new one gets what open() would give it (0666 less the umask: 0644
+    usually), not the temporary file's owner-only 0600."""
     directory = os.path.dirname(os.path.abspath(path))
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
     _fsync_directory(directory)
+
+
+def _umask():
+    """This process's umask, read without setting it (os.umask can only set, and setting
+    it for a moment would give a file another thread makes then the wrong mode)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # no /proc (not Linux): set and put back
+    os.umask(mask)
+    return mask
 
 
 def _fsync_directory(directory):
@@ -370,9 +413,9 @@ def _fsync_directory(directory):
 
 def write_text_atomic(path, text):
     """Write a page (HTML, text) to `path` with the same temp + os.replace protocol,
-    readable by everyone (the temporary file is private until then)."""
+    with a new file's usual mode (0644 under the usual umask)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    _replace_whole(path, text.encode("utf-8"), mode=0o644)
+    _replace_whole(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path, payload):

@@ -39,6 +39,7 @@ def test_two_sweeps_into_one_file_lose_no_record_and_tear_no_line(tmp_path):
     for sweep in sweeps:
         code, _, stderr = sweep.finish()
         assert code == 0, stderr
+    assert sorted(os.listdir(tmp_path)) == ["r.jsonl", "scratch"]  # the lock file went with the last append
 
     records = lines(out)  # every line whole JSON
     assert len(records) == 2 * PER_SWEEP

@@ -49,11 +49,13 @@ def test_a_full_file_system_stops_the_sweep_and_keeps_the_records(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
     (tmp_path / "r.jsonl").write_bytes(before)
-    # The file (about 11 KB) takes 3 pages of the 5-page tmpfs; the copy the append
-    # writes (the old bytes and one more record) needs 3 or 4 more.
+    # The file (about 20 KB) takes its pages of the tmpfs and leaves 2 (8 KiB); the copy
+    # the append writes (the old bytes and one more record) needs as many as the file
+    # and more. Sized from the file, so longer records do not outgrow it.
     # After the sweep, the script copies out what the tmpfs holds (it goes with the
     # namespace).
-    script = (f'mount -t tmpfs -o size=20k none "{disk}" && cp "{tmp_path}/r.jsonl" "{disk}/r.jsonl" || exit 99; '
+    size_kib = 4 * (-(-len(before) // 4096) + 2)
+    script = (f'mount -t tmpfs -o size={size_kib}k none "{disk}" && cp "{tmp_path}/r.jsonl" "{disk}/r.jsonl" || exit 99; '
               f'"$@"; code=$?; cp "{disk}/r.jsonl" "{tmp_path}/after.jsonl"; ls -A "{disk}" > "{tmp_path}/listing"; '
               f'exit $code')
     sweep = Sweep(tmp_path, *CELL, wrap=[unshare, "-rm", "sh", "-c", script, "sh"], out_dir=disk)
@@ -63,7 +65,7 @@ def test_a_full_file_system_stops_the_sweep_and_keeps_the_records(tmp_path):
     assert f"cannot write to {disk}/r.jsonl: No space left on device" in stderr
     assert f"{disk}/r.jsonl keeps every record appended before (0 from this sweep), whole" in stderr
     assert (tmp_path / "after.jsonl").read_bytes() == before  # untouched, not cut
-    assert (tmp_path / "listing").read_text().split() == ["r.jsonl", "r.jsonl.lock"]  # no half-written copy
+    assert (tmp_path / "listing").read_text().split() == ["r.jsonl"]  # no half-written copy, no lock file
     assert sweep.leftovers() == []  # the scratch directory (outside the tmpfs) is removed
 
 
