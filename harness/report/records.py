@@ -9,6 +9,7 @@ suffixed with its pinned version ("jax==0.9.2": a series per version) and its va
 a grid cell.
 """
 
+import sys
 from collections import OrderedDict
 
 from harness import choices, frameworks, results, workloads
@@ -27,13 +28,19 @@ class RecordError(ValueError):
 def load(paths, stream=None):
     """All valid records of the JSONL files at `paths`, in file order. A line that is not
     a record of this schema (harness.results.validate) is named on stderr with its file
-    and line and skipped; a file that cannot be read at all, or a schedule log given
-    for records, is a RecordError."""
+    and line and skipped; a file that cannot be read at all is a RecordError. A sweep's
+    schedule log among them (a run folder's *.jsonl) is left out with a note, and is a
+    RecordError when it is all there is."""
+    logs = [path for path in paths if is_pass_log(path)]
+    if logs and len(logs) == len(paths):
+        raise RecordError(f"{logs[0]}: a schedule log (harness run --schedule-log: one line per pass), "
+                          "not result records; give the --out file of that sweep")
     records, damaged = [], []
     for path in paths:
-        if is_pass_log(path):
-            raise RecordError(f"{path}: a schedule log (harness run --schedule-log: one line per pass), "
-                              "not result records; give the --out file of that sweep")
+        if path in logs:
+            print(f"note: {path}: a schedule log (harness run --schedule-log), not result records: left out",
+                  file=stream or sys.stderr)
+            continue
         try:
             loaded, bad = results.scan_records(path)
         except results.RecordFileError as err:

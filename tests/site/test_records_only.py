@@ -69,3 +69,12 @@ def test_the_report_refuses_a_schedule_log_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a schedule log (harness run --schedule-log" in err
     assert not (tmp_path / "page").exists()
+
+
+def test_the_report_of_a_run_folder_leaves_its_schedule_log_out_with_a_note(tmp_path, capsys):
+    run = write_run(tmp_path)
+    files = sorted(str(p) for p in run.glob("*.jsonl"))
+    assert cli.main(["report", *files, "--out", str(tmp_path / "page")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("a schedule log") == 2 and "damaged" not in err, err
+    assert (tmp_path / "page" / "index.html").exists()
