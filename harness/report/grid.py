@@ -1,34 +1,25 @@
-"""The workload × framework grid of one view, each cell coloured by step peak / bound.
+"""The workload × framework grid of one view, the lowest step peak of each row marked.
 
 A cell shows the step peak (what one steady step needs above what was resident at its
 start: the headline), what the framework retained between steps beside it, the step
 peak over the analytic bound, the first step's peak, the time, and a stacked bar of
 the footprint (harness/report/split.py).
 
-Colour: hue from green (step peak at or below the analytic bound) to red (8× the
-bound or more) on a log2 scale, because ratios multiply: 2× and 4× should be equal
-steps. Cells that did not run say so (status and message) on a grey or striped
-background.
+Colour: the lowest exact step peak of each workload's row is green, as on the site's
+front page (harness/report/lowest.py: one rule, one meaning); peak / bound is a number
+in the cell, not a colour. Cells that did not run say so (status and message) on a
+grey or striped background.
 """
-
-import math
 
 from harness import figures
 from harness.measure import prediction
-from harness.report import split
+from harness.report import lowest, split
 from harness.report.fmt import esc, human_bytes, human_ratio, human_seconds
 
-RED_AT_RATIO = 8.0
 MESSAGE_CHARS = 90
 
 
-def ratio_colour(ratio):
-    """CSS colour for peak / bound."""
-    t = min(max(math.log2(max(ratio, 1e-9)) / math.log2(RED_AT_RATIO), 0.0), 1.0)
-    return f"hsl({120 * (1 - t):.0f}, 65%, 78%)"
-
-
-def _ok_cell(record, scale):
+def _ok_cell(record, scale, row_lowest=None):
     source = figures.source(record)
     if source.kind is None:  # a CUDA cell without a device figure: none shown, and why
         return (f'<td class="cell status-ok" data-source="none" title="{esc(source.reason)}">'
@@ -36,8 +27,9 @@ def _ok_cell(record, scale):
                 f'{_host_line(record)}{_time_line(record, figures.value(record, "time"))}</td>')
     bounded = figures.upper_bound(record, "step_peak")
     ratio = figures.peak_over_bound(record)
-    # an upper bound is never coloured: its colour would claim what it cannot show
-    style = f' style="background:{ratio_colour(ratio)}"' if ratio is not None and not bounded else ""
+    # an upper bound is never marked: it cannot show that it is the lowest
+    marked = lowest.marks(record, row_lowest)
+    classes = "cell status-ok" + (f" {lowest.CSS_CLASS}" if marked else "")
     peak = figures.value(record, "step_peak")
     retained = figures.value(record, "retained")
     first = figures.value(record, "first_step_peak")
@@ -57,10 +49,13 @@ def _ok_cell(record, scale):
         _time_line(record, figures.value(record, "time")),
         split.render(record, scale),
     ]
-    program = f' title="step program: {esc(record["step_program"])}"' if record.get("step_program") else ""
+    title = [f"{lowest.MEANING}"] if marked else []
+    if record.get("step_program"):
+        title.append(f"step program: {record['step_program']}")
+    program = f' title="{esc("; ".join(title))}"' if title else ""
     upper = ' data-upper-bound="1"' if bounded else ""
-    return (f'<td class="cell status-ok" data-source="{source.kind}"{upper} '
-            f'data-ratio="{ratio if ratio is not None and not bounded else ""}"{style}{program}>'
+    return (f'<td class="{classes}" data-source="{source.kind}"{upper} '
+            f'data-ratio="{ratio if ratio is not None and not bounded else ""}"{program}>'
             f'{"".join(lines)}</td>')
 
 
@@ -128,11 +123,12 @@ def render(view):
         cells = []
         row = [view["cells"].get((workload, column)) for column in view["columns"]]
         scale = split.scale_bytes([r for r in row if r is not None])
+        row_lowest = lowest.of_row(row)
         for record in row:
             if record is None:
                 cells.append('<td class="cell absent">not run</td>')
             elif record.get("status") == "ok":
-                cells.append(_ok_cell(record, scale))
+                cells.append(_ok_cell(record, scale, row_lowest))
             else:
                 cells.append(_failed_cell(record))
         rows.append(f'<tr><th class="workload">{esc(workload)}</th>{"".join(cells)}</tr>')
@@ -148,7 +144,7 @@ MEANING = (
     "resident when it started. <b>Retained</b> is what the framework keeps between steps "
     "(compiled executables, caches, allocator pools, optimizer state): resident at the step's "
     "start above the baseline taken before the first step. Their sum is the <b>footprint</b>, "
-    "what the process needs above its inputs; the colour and the ratio to the bound use the step peak. "
+    "what the process needs above its inputs; the green and the ratio to the bound use the step peak. "
     "A <b>compiled</b> cell measures the program that framework's users write: one program for the "
     "whole step where they write one (<code>jax.jit(jax.value_and_grad(f))</code>, a "
     "<code>tf.function</code>, one PyTensor function, <code>mx.compile</code>, <code>TinyJit</code>), "
@@ -163,15 +159,11 @@ MEANING = (
     "with the allocator's cache (<b>reserved</b>), NVML's figure of the process and the host's RSS beside "
     "it; a cell whose adapter reads no allocator shows no memory figure. A figure marked "
     "<b>≤</b> and <b>upper bound</b> (JAX's allocator cannot reset its peak) is at most that, and is "
-    "never coloured."
+    "never marked the lowest."
 )
 
 
 def legend():
-    stops = [1, 1.5, 2, 3, 4, 6, 8]
-    swatches = "".join(
-        f'<span class="swatch" style="background:{ratio_colour(r)}">{r:g}×</span>' for r in stops
-    )
     return (
         f'<p class="meaning">{MEANING}</p>'
         '<p class="legend">Cell: step peak + retained (steady state, all phases), step peak / analytic '
@@ -179,7 +171,8 @@ def legend():
         "processes took a CPU or the repeats spread widely, so the time is advisory; hover for why; "
         "\u201cpinned BLAS\u201d: a NumPy row timed on the OpenBLAS kernels the host pinned, not NumPy's own). "
         f"{split.legend()} "
-        f"Colour by step peak / bound: {swatches} "
+        f'<span class="swatch {lowest.CSS_CLASS}">green</span>: {lowest.MEANING} (exact figures only; '
+        "peak / bound is the number under the peak, not a colour) "
         '<span class="swatch status-unavailable">unavailable</span>'
         '<span class="swatch status-error">error / oom / timeout</span></p>'
     )

@@ -7,7 +7,8 @@ stays empty.
 
 import os
 
-from harness.report import charts, gradients, grid, orders, predicted, provenance, remat, saved, scaling, statuses, timelines
+from harness.report import (charts, gradients, grid, lowest, orders, predicted, provenance, remat, saved, scaling,
+                            statuses, timelines)
 from harness.report import records as rec
 from harness.report.fmt import esc
 from harness.results import write_text_atomic
@@ -49,7 +50,7 @@ nav a { margin-right: 1em; } .count { color: #777; }
 table.provenance td { font-family: ui-monospace, monospace; font-size: 12px; }
 .verified { background: #d8f0d8; } .unverified, td.low-r2 { background: #fff1c2; }
 .remat-lowered { background: #d8f0d8; } .remat-raised { background: #f6c6c6; } .remat-unchanged { background: #fff1c2; }
-"""
+""" + lowest.CSS + "\n"
 
 
 def _view_section(index, key, view):

@@ -6,6 +6,7 @@ from collections import OrderedDict
 
 from harness import figures, workloads
 from harness.releases import confirm, detect
+from harness.report import lowest
 from harness.report.fmt import human_bytes
 from harness.report.records import column_rank, workload_rank
 from harness.site import comparisons
@@ -32,7 +33,7 @@ def headline(record_set):
     return OrderedDict(sorted(grid.items(), key=lambda item: workload_rank(item[0])))
 
 
-def _cell(record, best):
+def _cell(record, row_lowest):
     if record is None:
         return '<td class="none">not run</td>'
     if record.get("status") != "ok":
@@ -46,8 +47,10 @@ def _cell(record, best):
     if figures.upper_bound(record, HEADLINE_FIGURE):
         return (f'<td class="num" title="{html.escape(figures.upper_bound_reason(record))}">'
                 f'≤ {human_bytes(value)}<br><span class="meta">upper bound</span></td>')
-    cls = "num best" if value == best else "num"
-    return f'<td class="{cls}">{human_bytes(value)}<br><span class="meta">{bound}</span></td>'
+    if lowest.marks(record, row_lowest):
+        return (f'<td class="num {lowest.CSS_CLASS}" title="{lowest.MEANING}">{human_bytes(value)}<br>'
+                f'<span class="meta">{bound}</span></td>')
+    return f'<td class="num">{human_bytes(value)}<br><span class="meta">{bound}</span></td>'
 
 
 def headline_table(record_set):
@@ -66,12 +69,9 @@ def headline_table(record_set):
     head = "".join(f"<th>{html.escape(name)}</th>" for name in shown_columns)
     rows = []
     for workload, row in shown_rows.items():
-        exact = [figures.value(row[c], HEADLINE_FIGURE) for c in shown_columns
-                 if c in row and not figures.upper_bound(row[c], HEADLINE_FIGURE)]
-        exact = [v for v in exact if v is not None]
-        best = min(exact) if len(exact) > 1 else None
+        row_lowest = lowest.of_row([row.get(c) for c in shown_columns])  # the comparison page's rule
         rows.append(f"<tr><th>{html.escape(workload)}</th>"
-                    + "".join(_cell(row.get(c), best) for c in shown_columns) + "</tr>")
+                    + "".join(_cell(row.get(c), row_lowest) for c in shown_columns) + "</tr>")
     notes = []
     left_columns = [c for c in columns if c not in shown_columns]
     if left_columns:
@@ -120,8 +120,9 @@ def render(record_sets, missing, releases, history):
              'Every page opens from disk; nothing is loaded from elsewhere.</p>',
              f'<p class="meta">The headline figure: <strong>step peak</strong>, {html.escape(figures.get(HEADLINE_FIGURE).meaning)} '
              '(host RSS on CPU, the device allocator on CUDA), eager mode, float32; under it the peak '
-             'against the bytes the math requires (the workload\'s bound). Green: the lowest exact figure '
-             'of its row. "≤": an upper bound (an allocator that cannot reset its peak), never coloured. '
+             f'against the bytes the math requires (the workload\'s bound), a number, not a colour. Green: '
+             f'{lowest.MEANING}, exact figures only, as on each comparison page. "≤": an upper bound (an '
+             'allocator that cannot reset its peak), never marked. '
              'CPU and CUDA figures come from different meters and are never compared with each other.</p>',
              '<h2 id="comparisons">Comparisons</h2>']
     for record_set in record_sets:

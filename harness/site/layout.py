@@ -6,6 +6,8 @@ site opens from disk and from any static host with no outside request.
 
 import html
 
+from harness.report import lowest
+
 STYLE = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #1d232b; }
 nav { background: #1d2b3a; padding: 0.55em 1.2em; }
@@ -19,7 +21,6 @@ table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.92em; }
 th, td { border: 1px solid #d5dbe2; padding: 0.22em 0.5em; vertical-align: top; }
 th { background: #eef2f6; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.best { background: #dff3e3; }
 td.none { color: #8a94a0; }
 code { font: 0.9em ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; background: #f2f4f7;
        padding: 0 0.2em; }
@@ -32,7 +33,7 @@ pre code { background: none; padding: 0; }
 .down { color: #17733a; }
 .up { color: #b42318; }
 .note { background: #fff8e1; border-left: 4px solid #e0b400; padding: 0.4em 0.8em; }
-"""
+""" + lowest.CSS + "\n"  # the comparison page's rule and colour (harness/report/lowest.py)
 
 #: (label, path from the site's root)
 NAV = (

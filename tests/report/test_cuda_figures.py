@@ -67,11 +67,14 @@ def test_the_page_shows_device_figures_and_never_colours_an_upper_bound(tmp_path
     page = (tmp_path / "site" / "index.html").read_text()
     assert "407.6 MiB" in page and "1.08× bound" in page  # torch chained_dot paper
     assert "0.00× bound" not in page
-    tds = re.findall(r'<td class="cell status-ok"([^>]*)>(.*?)</td>', page)
+    # (" lowest": the row's lowest exact step peak, harness/report/lowest.py)
+    tds = [(lowest + attrs, body) for lowest, attrs, body in
+           re.findall(r'<td class="cell status-ok( lowest)?"([^>]*)>(.*?)</td>', page)]
     upper = [attrs for attrs, _ in tds if 'data-upper-bound="1"' in attrs]
-    assert upper and all("background" not in attrs for attrs in upper)  # never coloured, so never "best"
+    assert upper and all("lowest" not in attrs for attrs in upper)  # never marked the lowest
     assert sum('data-source="none"' in attrs for attrs, _ in tds) == 4  # the tinygrad cells
-    assert all("background" not in attrs for attrs, _ in tds if 'data-source="none"' in attrs)
+    assert all("lowest" not in attrs for attrs, _ in tds if 'data-source="none"' in attrs)
+    assert any(" lowest" in attrs for attrs, _ in tds)
 
 
 def test_the_runs_table_shows_device_figures_bounds_and_none():

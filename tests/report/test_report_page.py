@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from harness import figures
 from harness.cli import main as cli_main
 from harness.report import fmt, grid, records, timelines
 from harness.report.gradients import precision_note, verdict
@@ -53,18 +54,39 @@ def test_statuses_are_shown_with_their_message_escaped(tmp_path):
     assert "jax is not installed" in page
 
 
-def test_cell_shows_peak_ratio_and_is_coloured_by_it(tmp_path):
+def marked(page, view):
+    """{(workload, column)} of the cells a view's grid marks as its row's lowest."""
+    table = page.split(f"{view}</h2>")[1].split("</table>")[0]
+    head = re.findall(r"<th>([^<]*)</th>", table.split("</thead>")[0])[1:]
+    found = set()
+    for workload, row in re.findall(r'<tr><th class="workload">([^<]*)</th>(.*?)</tr>', table):
+        cells = re.findall(r'<td class="([^"]*)"', row)
+        found |= {(workload, column) for column, cls in zip(head, cells) if "lowest" in cls.split()}
+    return found
+
+
+def test_the_cell_shows_peak_over_bound_as_a_number_and_the_row_s_lowest_is_marked(tmp_path):
     page = render(tmp_path, fixture_records())
-    # torch chained_dot: 40 MiB over a 4 MiB bound = 10x, red end of the scale
+    # torch chained_dot: 40 MiB over a 4 MiB bound = 10x: a number, not a colour
     assert "40 MiB" in page and "10.00× bound" in page
-    assert f"background:{grid.ratio_colour(10)}" in page
-    assert grid.ratio_colour(10) == grid.ratio_colour(grid.RED_AT_RATIO)
+    assert "hsl(" not in page and not re.search(r'<td[^>]*style="background', page)  # no cell coloured by its figure
+    # chained_dot eager: the reference's 6 MiB under torch's 40 MiB (jax did not run);
+    # rnn_fanout: one cell ran, nothing to compare
+    assert marked(page, "tiny · float32 · cpu · eager") == {("chained_dot", "reference")}
+    assert "the lowest step peak of its row" in page  # the legend and the cell's tooltip
 
 
-def test_ratio_colour_goes_from_green_to_red_monotonically():
-    hues = [int(re.match(r"hsl\((\d+)", grid.ratio_colour(r)).group(1)) for r in (0.5, 1, 2, 4, 8, 16)]
-    assert hues[0] == hues[1] == 120 and hues[-1] == hues[-2] == 0
-    assert hues == sorted(hues, reverse=True)
+def test_an_upper_bound_is_never_the_lowest_and_ties_are_all_marked(tmp_path):
+    def on_cuda(framework, mib, **device):
+        return fixture_record("chained_dot", framework, device="cuda", device_memory={
+            "retained_bytes": 0, "peak_bytes": {"total": mib * MIB}, "footprint_bytes": {"total": mib * MIB},
+            **device})
+
+    # JAX's allocator cannot reset its peak: 1 MiB is at most that, so it is not the lowest
+    upper = on_cuda("jax", 1, peak_since_reset=False)
+    assert figures.upper_bound(upper, "step_peak")
+    page = render(tmp_path, [upper, on_cuda("reference", 3), on_cuda("torch", 3), on_cuda("tinygrad", 5)])
+    assert marked(page, "tiny · float32 · cuda · eager") == {("chained_dot", "reference"), ("chained_dot", "torch")}
 
 
 def test_later_file_wins_for_a_repeated_cell(tmp_path):

@@ -41,10 +41,10 @@ def test_the_headline_reads_the_committed_cuda_records_through_the_registry(site
     torch_cell = re.search(r"<th>chained_dot</th>(.*?)</tr>", paper).group(1)
     assert "407.6 MiB" in torch_cell and "1.08× bound" in torch_cell
     # JAX's allocator cannot reset its peak: the first run's paper cell is an upper bound,
-    # never coloured best; at small the newer run measured its step alone (exact), and the
+    # never marked the lowest; at small the newer run measured its step alone (exact), and the
     # newest measurement of a cell is the one shown
     upper = re.findall(r'<td class="([^"]*)"[^>]*>≤ [^<]*<br><span class="meta">upper bound', paper)
-    assert upper and all("best" not in cls for cls in upper)
+    assert upper and all("lowest" not in cls for cls in upper)
     small = front[front.index('id="cuda-small"'):front.index('id="cuda-paper"')]
     jax_row = re.search(r"<th>chained_dot</th>(.*?)</tr>", small).group(1)
     assert "116 MiB" in jax_row or "115.8 MiB" in jax_row
