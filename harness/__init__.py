@@ -4,7 +4,8 @@ Layout (docs/design.md, "Layout"). Every command `python -m harness NAME` is
 `<package>/command.py` (cli.py maps the names), its logic beside it in its package:
 
 - `workloads/` the models, written once against `ops` (the op contract), one file each
-  (its `command` is `new-workload`); `frameworks/` one adapter per framework;
+  (its `command` is `new-workload`); `steps/` your own training step in plain framework
+  code, measured as written (`new-step`); `frameworks/` one adapter per framework;
   `engine/` our reference autodiff;
 - `sweep/` plans cells and starts one fresh worker per pass (`run`); `measure/` what
   runs inside a worker; `check/` every gradient against the reference engine's;

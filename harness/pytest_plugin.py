@@ -22,7 +22,10 @@ the test with the measured figures and the breakdown; a cell that does not run
 (unavailable framework, error, OOM) fails with its status and message.
 
 Other keyword arguments: size (tiny), dtype (float32), device (cpu), mode (eager),
-optimizer, remat. The test body runs after the check, as usual.
+optimizer, remat. The test body runs after the check, as usual. A native step file
+(harness/steps/: your own training step in plain framework code) runs in its own
+framework's row, so ``framework`` may be left out; without a ``bound_bytes`` it has no
+bound, and ``"Nx bound"`` is then an error.
 """
 
 import json
@@ -44,7 +47,7 @@ CELL_OPTIONS = ("size", "dtype", "device", "mode", "optimizer", "remat")
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(workload, framework='reference', limit=None, retained=None, size='tiny', ...): "
+        f"{MARKER}(workload, framework='reference' (a native step: its own), limit=None, retained=None, size='tiny', ...): "
         "measure the workload's training step in a fresh worker (gradmem) and fail when its step peak "
         "exceeds limit ('64 MiB', '1.2x bound') or what it retains exceeds retained",
     )
@@ -78,6 +81,9 @@ def parse_limit(text, bound):
     raw = str(text).strip().lower()
     relative = re.fullmatch(r"([0-9.]+)\s*x\s*bound", raw)
     if relative:
+        if bound is None:
+            raise pytest.UsageError(f"step_memory limit {text!r}: this workload has no bound (a native step without "
+                                    "bound_bytes(cfg)): give bytes ('64 MiB')")
         return int(float(relative.group(1)) * bound)
     absolute = re.fullmatch(r"([0-9.]+)\s*([kmgt]?)(i?b)?", raw)
     if not absolute:
@@ -86,9 +92,10 @@ def parse_limit(text, bound):
     return int(float(absolute.group(1)) * units.SUFFIXES[absolute.group(2)])
 
 
-def measure(workload, framework="reference", size="tiny", dtype="float32", device="cpu", mode="eager",
+def measure(workload, framework=None, size="tiny", dtype="float32", device="cpu", mode="eager",
             optimizer=None, remat=None):
     """The record of one cell, measured by `python -m harness run` (a sweep of one)."""
+    framework = framework or default_framework(workload)
     with tempfile.TemporaryDirectory(prefix="gradmem-step-memory-") as tmp:
         out = os.path.join(tmp, "cell.jsonl")
         command = [sys.executable, "-m", "harness", "run", "--workload", str(workload), "--framework", framework,
@@ -99,14 +106,30 @@ def measure(workload, framework="reference", size="tiny", dtype="float32", devic
         if remat:
             command += ["--remat", remat]
         proc = subprocess.run(command, capture_output=True, text=True)
-        if proc.returncode != 0 or not os.path.exists(out):
+        from harness.sweep import outcome
+
+        # a cell that failed is still a record: its status and message are the answer
+        if proc.returncode not in outcome.RAN_TO_THE_END or not os.path.exists(out):
             pytest.fail(f"step_memory: `{' '.join(command[1:])}` failed (exit {proc.returncode}):\n"
                         f"{(proc.stderr or proc.stdout)[-3000:]}", pytrace=False)
         with open(out, encoding="utf-8") as f:
             return json.loads(f.readlines()[-1])
 
 
-def check(workload, framework="reference", limit=None, retained=None, **cell):
+def default_framework(workload):
+    """A native step's own framework; the reference engine for any other workload."""
+    from harness import workloads
+    from harness.choices import ChoiceError
+
+    try:
+        step = workloads.native(workloads.resolve(str(workload)))
+    except ChoiceError as err:  # a missing or ill-formed file: said once, by the marker
+        pytest.fail(f"step_memory: {err}", pytrace=False)
+    return step.FRAMEWORK if step is not None else "reference"
+
+
+def check(workload, framework=None, limit=None, retained=None, **cell):
+    framework = framework or default_framework(workload)
     record = measure(workload, framework, **cell)
     if record["status"] != "ok":
         pytest.fail(f"step_memory: {framework} on {workload}: {record['status']}: {record.get('message', '')}",
@@ -146,7 +169,7 @@ def report(record, figures, source, crossed):
              f"  measured by {source}:",
              f"  step peak {_mib(figures['peak'])}, retained {_mib(figures['retained'])}, "
              f"bound {_mib(record['bound_bytes'])} ({record.get('bound_source') or 'declared'}), "
-             f"peak/bound {figures['peak'] / record['bound_bytes']:.2f}",
+             f"peak/bound " + (f"{figures['peak'] / record['bound_bytes']:.2f}" if record['bound_bytes'] else "n/a"),
              "  per phase: " + ", ".join(f"{k} {_mib(v)}" for k, v in figures["phases"].items()),
              "  breakdown:"]
     for key, value in (record.get("breakdown_bytes") or {}).items():

@@ -76,6 +76,11 @@ def _workload_rank(name):
 def main(args):
     size = check_choice("size", args.size, SIZES)
     names = workloads.parse(args.workload)  # built-in names, .py files, module:attr
+    for name in names:
+        if workloads.native(name) is not None:
+            raise ChoiceError(f"{workloads.label(name)} is a native step: its gradient is its own code's, with no "
+                              f"op-set gradient to compare (check compares op-set workloads); measure it with "
+                              f"harness run")
     fw_names = parse_choices("framework", args.framework, frameworks.NAMES)
     dtypes = parse_choices("dtype", args.dtype, DTYPES)
     modes = parse_choices("mode", args.mode, MODES)

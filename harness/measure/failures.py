@@ -56,6 +56,8 @@ def from_exception(err, last_mark=None, memory_limited=False):
         return {"status": "unavailable", "message": str(err)}
     if isinstance(err, MemoryError) or looks_like_oom(head, memory_limited):
         return {"status": "oom", "message": f"{_short(head)}{where(last_mark)}", "traceback": text[-TAIL_CHARS:]}
+    if getattr(err, "one_line", False):  # its message says what and where (a native step's own error)
+        return {"status": "error", "message": _short(str(err)), "one_line": True, "traceback": text[-TAIL_CHARS:]}
     return {"status": "error", "message": f"{_short(head)}{where(last_mark)}\n{text[-TAIL_CHARS:]}"}
 
 

@@ -129,6 +129,8 @@ def _prepare(job, marks):
     warm_runtime(adapter, cell["device"], cell["mode"], cell["dtype"])
     load_s = time.perf_counter() - t0
     marks.mark("loaded")
+    if workloads.native(cell["workload"]) is not None:  # the file's own step (harness/steps/runner.py)
+        return _prepare_native(adapter, cell, load_s, precision)
     problem = workloads.build(cell["workload"], cell["size"], cell["dtype"], job["seed"], cell.get("batch"))
     params = adapter.from_numpy(problem.params, cell["device"])
     inputs = adapter.from_numpy(problem.inputs, cell["device"])
@@ -155,6 +157,31 @@ def _prepare(job, marks):
         "order": getattr(adapter, "order", None),
     }
     return adapter, problem, step, info
+
+
+def _prepare_native(adapter, cell, load_s, precision):
+    """_prepare's answer for a native step: its setup(cfg) run before the baseline."""
+    from harness.measure.runtime_warmup import DESCRIPTION
+    from harness.steps import runner
+
+    problem, step = runner.build(adapter, cell)
+    info = {"load_s": load_s, "worker_start": os.environ.get("GRADMEM_WORKER_START", "spawn"),
+            "runtime_warmup": DESCRIPTION, "plan_s": None,
+            "settings": _jsonable(dict(adapter.settings(), matmul_precision=precision)),
+            "step_kind": step.kind, "step_program": step.program(), "order": None}
+    return adapter, problem, step, info
+
+
+def _native():
+    from harness.steps import runner
+
+    return runner
+
+
+def _native_breakdown():
+    from harness.steps import breakdown
+
+    return breakdown
 
 
 def _own_compile_cache(job):
@@ -209,7 +236,8 @@ def memory_pass(job, marks):
     first_device = device.figures() if device is not None else None
 
     # Outside every measured window: the reference gradient is read, compared, freed.
-    check = _grad_check(adapter, grads, job.get("reference_gradient_path"))
+    check = _grad_check(adapter, grads, job.get("reference_gradient_path")) if step.kind != "native" else {
+        "note": _native().GRAD_CHECK}
     del grads
 
     for _ in range(job.get("warmup", 1)):
@@ -252,7 +280,8 @@ def memory_pass(job, marks):
     settle_and_reset(rss)
     marks.mark("breakdown")
     as_record = {"status": "ok", "device": cell["device"], **steady, "device_memory": device_memory}
-    breakdown_bytes, breakdown_method = breakdown.assemble(breakdown.count(adapter, step), as_record)
+    counted = _native_breakdown().count(adapter, step) if step.kind == "native" else breakdown.count(adapter, step)
+    breakdown_bytes, breakdown_method = breakdown.assemble(counted, as_record)
     buffer_cache = _buffer_cache(adapter, step, cache_off, held) if cache_off else None
 
     traced = None
@@ -367,6 +396,8 @@ def _prediction(job, result, adapter, problem, step, marks):
     last, after every measured figure. A predictor can kill the process (TensorFlow
     2.17's XLA compile dies of SIGILL on this CPU), so what was measured is written first,
     saying so: if the worker dies now, the parent reads that result, not a crash."""
+    if step.kind == "native":  # the file's own code: no loss function to hand the predictor
+        return dict(_native().PREDICTION)
     from harness.measure import prediction
     from harness.results import write_json_atomic
 
@@ -381,6 +412,8 @@ def _prediction(job, result, adapter, problem, step, marks):
 def _saved_by_op(adapter, step, rss, marks):
     """Which op made each saved activation (harness/measure/saved_ops.py): one more
     forward and backward, after every measured figure, like the breakdown's."""
+    if step.kind == "native":  # no op-set forward to list: the breakdown's saved activations stand
+        return dict(_native().SAVED_BY_OP)
     from harness.measure import saved_ops
     from harness.measure.phases import settle_and_reset
 

@@ -82,8 +82,14 @@ def plan(args):
     if args.cap is not None and spec != batch_specs.AUTO:
         raise choices.ChoiceError("--cap bounds --batch auto; with a list of batches leave it out")
     cap = parse_bytes(args.cap, "--cap") if args.cap is not None else (budget or DEFAULT_CAP)
+    names = workloads.parse(args.workload)  # built-in names, .py files, module:attr
+    for name in names:
+        step = workloads.native(name)
+        if step is not None and step.BATCH_AXIS is None:
+            raise choices.ChoiceError(f"native step {workloads.label(name)} defines no BATCH_AXIS: scale varies the "
+                                      f"config key it names (e.g. BATCH_AXIS = \"B\")")
     todo = cells.expand(
-        workloads.parse(args.workload),  # built-in names, .py files, module:attr
+        names,
         choices.parse_choices("framework", args.framework, frameworks.NAMES),
         choices.parse_choices("size", args.size, choices.SIZES),
         choices.parse_choices("dtype", args.dtype, choices.DTYPES),

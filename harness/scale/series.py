@@ -124,12 +124,26 @@ def group(records):
     return out
 
 
+def _recorded_bound_per_sample(series):
+    """A native step's bound per sample, from its records (its bound_bytes(cfg) ran in
+    each worker): the bound at the smallest batch measured, over that batch (a bound
+    is linear in the batch through zero, as every workload's is); None without one."""
+    for batch in sorted(series.records):
+        bound = series.records[batch].get("bound_bytes")
+        if bound:
+            return bound / batch
+    return None
+
+
 def fit(series):
     """The SeriesFit of `series` (never raises: what cannot be fitted is in `note`)."""
     result = SeriesFit(series)
     cell = series.cell
     try:
-        result.bound_per_sample = workloads.bound_per_sample(cell["workload"], cell["size"], cell["dtype"])
+        if workloads.native(cell["workload"]) is not None:  # its bound_bytes runs in its worker: read the records
+            result.bound_per_sample = _recorded_bound_per_sample(series)
+        else:
+            result.bound_per_sample = workloads.bound_per_sample(cell["workload"], cell["size"], cell["dtype"])
     except (ValueError, KeyError) as err:  # a workload or size this checkout does not know
         result.note = f"no bound per sample: {err}"
     ok = {}

@@ -9,29 +9,38 @@ worker.
 
 Variants expand only where they mean something: a remat strategy other than "none"
 only on workloads that mark segments (harness/workloads: SEGMENTS), an order only on
-the reference engine (the other frameworks' cells carry order None).
+the reference engine (the other frameworks' cells carry order None). A native step
+(harness/steps/) is a cell only in its own framework's row, mode eager, no remat, no
+optimizer and no order (its file decides what its step runs): in the other rows it is
+no cell at all, not an unavailable one; asked only for rows it has none in, or for a
+size it lacks, the plan is an error naming what it has.
 """
 
 import itertools
 
-from harness import frameworks
+from harness import frameworks, workloads
 from harness.choices import ChoiceError
+from harness.steps import contract as native
 from harness.frameworks.base import Unavailable, nvidia_device_nodes
 
 
-def expand(workloads, frameworks_, sizes, dtypes, devices, modes, optimizer=None, remats=("none",), orders=("heap",), segmented=None):
+def expand(workloads_, frameworks_, sizes, dtypes, devices, modes, optimizer=None, remats=("none",), orders=("heap",), segmented=None):
     """Every cell, in table order: size, dtype, device, mode, workload, framework
     (and version), remat, order. `frameworks_`: names, or (name, version) pairs
     (harness/versions/spec.py; version None = the installed one). `segmented`: the
     workloads a remat other than "none" applies to (None: all)."""
     cells = []
     pairs = [item if isinstance(item, tuple) else (item, None) for item in frameworks_]
+    steps = _native_steps(workloads_, pairs, sizes, modes, remats)
     for size, dtype, device, mode, workload, (framework, version), remat in itertools.product(
-        sizes, dtypes, devices, modes, workloads, pairs, remats
+        sizes, dtypes, devices, modes, workloads_, pairs, remats
     ):
         if remat != "none" and segmented is not None and workload not in segmented:
             continue
-        for order in orders if framework == "reference" else (None,):
+        step = steps.get(workload)
+        if step is not None and not native.keeps(step, framework, mode, remat):
+            continue  # not a cell: a native step runs in its own row only
+        for order in orders if framework == "reference" and step is None else (None,):
             cells.append(
                 {
                     "workload": workload,
@@ -40,13 +49,31 @@ def expand(workloads, frameworks_, sizes, dtypes, devices, modes, optimizer=None
                     "framework": framework,
                     "mode": mode,
                     "device": device,
-                    "optimizer": optimizer,
+                    "optimizer": optimizer if step is None else None,  # its own optimizer, in its file
                     "remat": remat,
                     "order": order,
                     "version": version,
                 }
             )
     return cells
+
+
+def _native_steps(names, pairs, sizes, modes, remats):
+    """{workload: module} of the native steps among `names`, each checked to have a
+    cell among the rows asked for and every size asked for (ChoiceError otherwise)."""
+    steps = {}
+    for name in names:
+        step = workloads.native(name)
+        if step is None:
+            continue
+        label = workloads.label(name)
+        if not any(native.keeps(step, framework, mode, remat)
+                   for framework, _ in pairs for mode in modes for remat in remats):
+            raise ChoiceError(native.wrong_row(step, label, sorted({f for f, _ in pairs}), list(modes)))
+        for size in sizes:
+            native.check_size(step, size, label)
+        steps[name] = step
+    return steps
 
 
 def label(cell):

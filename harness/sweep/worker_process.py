@@ -159,7 +159,7 @@ class WorkerProcess:
             with open(paths["result"], encoding="utf-8") as handle:
                 result = json.load(handle)
             message = result.get("message", "")
-            if result["status"] == "error":
+            if result["status"] == "error" and not result.get("one_line"):  # one_line: failures.from_exception
                 message = f"{message}\n--- worker output (tail) ---\n{_tail(paths['log'])}".rstrip()
             return Outcome(result["status"], message, result, marks, self.sampler, self.wall_s)
         oom_kills_after = failures.oom_kills()

@@ -41,6 +41,7 @@ from harness import cli_options, interrupts
 from harness.sweep import environment
 from harness.sweep.worker_process import run_worker
 from harness.versions import bisection, commits, envs, findings, index, spec
+from harness.steps import contract as native
 from harness.units import MIB
 
 PHASE_METRICS = ("forward", "backward", "step", "total")
@@ -110,6 +111,9 @@ def check_arguments(args):
     if adapter.package is None:
         raise choices.ChoiceError(f"{name} has no releases or repository of its own to bisect (it is gradmem's engine)")
     adapter.check_mode(args.mode)
+    step = workloads.native(args.workload)
+    if step is not None:  # its own row only (harness/steps/contract.py)
+        native.check_cell(step, workloads.label(args.workload), name, args.mode, args.size)
     return adapter
 
 

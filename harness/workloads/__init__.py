@@ -25,6 +25,9 @@ A workload module defines:
   records say so (``bound_source``);
 - ``SEGMENTS``: one line saying which parts the loss marks with ``ops.checkpoint`` /
   ``ops.chain`` (the segments a remat strategy may recompute), or "" for none.
+
+A file may instead be a *native step* (plain framework code: ``FRAMEWORK``, ``setup``,
+``step``; harness/steps/): `native` finds one, and `config` and the bound answer for it.
 """
 
 import functools
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.choices import DTYPES, SIZES, check_choice
+from harness.steps import contract as native_contract
 from harness.workloads import loader
 
 NAMES = ("chained_dot", "rnn_fanout", "unet", "tiny_nerf", "seq2seq_attention", "shared_linear", "transformer_block")
@@ -73,6 +77,15 @@ def parse(text):
     return [resolve(item.strip()) for item in text.split(",") if item.strip()]
 
 
+def native(name):
+    """The native step module `name` refers to (harness/steps/), or None: a built-in or
+    an op-set workload."""
+    if not loader.is_external(name):
+        return None
+    module = loader.load(name)
+    return module if native_contract.is_native(module) else None
+
+
 def label(name):
     """A short readable name for tables: a file's stem, a built-in name as is."""
     return loader.short_name(name) if loader.is_external(name) else name
@@ -98,6 +111,8 @@ def config(name, size, batch=None):
     when given (a positive int)."""
     workload = get(name)
     check_choice("size", size, SIZES)
+    if native(name) is not None:  # with the default cell's device and dtype (what setup gets)
+        return native_contract.config(workload, size, label(name), batch)
     cfg = dict(workload.SIZES[size])
     if batch is not None:
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
@@ -116,6 +131,8 @@ def bound_with_source(name, size, dtype, batch=None):
     """(bytes, "declared" | "derived")."""
     check_choice("dtype", dtype, DTYPES)
     workload = get(name)
+    if native(name) is not None:  # declared by the file, or absent (None, "absent")
+        return native_contract.bound(workload, native_contract.config(workload, size, label(name), batch, dtype=dtype))
     if hasattr(workload, "bound_bytes"):
         return int(workload.bound_bytes(config(name, size, batch), dtype)), "declared"
     from harness.workloads.derived_bound import derived_bound
@@ -133,6 +150,9 @@ def build(name, size, dtype, seed=0, batch=None):
     """The Problem for one workload at one size and dtype (and batch, when given: the
     size's own otherwise), from a fixed seed."""
     workload = get(name)
+    if native(name) is not None:
+        raise loader.WorkloadError(f"{label(name)} is a native step: it has no op-set problem to build "
+                                   f"(harness/steps/runner.py runs its own step)")
     check_choice("dtype", dtype, DTYPES)
     cfg = config(name, size, batch)
     params, inputs = workload.init(np.random.default_rng(seed), cfg, dtype)

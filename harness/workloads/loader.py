@@ -18,7 +18,9 @@ A workload reference is one of
 No entry-point group is scanned: an installed package's workload is already reachable
 as ``package.module:attr``, and a scan would make every command import every installed
 plugin. The contract is `harness.workloads`'s docstring; `check_contract` names every
-missing or ill-formed piece.
+missing or ill-formed piece. A file that defines a native step's names instead
+(``FRAMEWORK``, ``setup``, ``step``: plain framework code) is checked against that
+contract (harness/steps/contract.py) and loaded the same way.
 """
 
 import hashlib
@@ -65,17 +67,37 @@ def canonical(ref):
     return f"{path}{HASH_MARK}{file_hash(path)}"
 
 
-def load(ref):
-    """The workload object named by an external reference, contract checked (cached)."""
-    if ref in _cache:
-        return _cache[ref]
-    if HASH_MARK in ref or ref.endswith(".py"):
+def load(ref, run=False):
+    """The workload object named by an external reference, contract checked (cached).
+    A native step file is read without running it (harness/steps/contract.py: a
+    command's process never imports a framework) unless `run` (its worker)."""
+    if (ref, run) in _cache:
+        return _cache[ref, run]
+    from harness.steps import contract as native
+
+    static = None if run or not (HASH_MARK in ref or ref.endswith(".py")) else _read_static(ref, native)
+    if static is not None:
+        module = static
+    elif HASH_MARK in ref or ref.endswith(".py"):
         module = _load_file(ref)
     else:
         module = _load_attr(ref)
-    check_contract(module, ref)
-    _cache[ref] = module
+    if native.is_native(module):
+        native.check_contract(module, ref)
+    else:
+        check_contract(module, ref)
+    _cache[ref, run] = module
     return module
+
+
+def _read_static(ref, native):
+    path, _, expected = ref.partition(HASH_MARK)
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isfile(path):
+        raise WorkloadError(f"workload file {path!r} does not exist")
+    if expected and file_hash(path) != expected:
+        _load_file(ref)  # says what changed
+    return native.read_static(path, ref)
 
 
 def _load_file(ref):
@@ -117,6 +139,9 @@ def check_contract(obj, ref):
     """Raise WorkloadError naming every missing or ill-formed piece of the contract;
     fill in the optional names' defaults."""
     problems = [f"{name} is missing" for name in REQUIRED if not hasattr(obj, name)]
+    if not hasattr(obj, "init") and not hasattr(obj, "loss"):
+        problems.append("it defines neither an op-set workload's init and loss nor a native step's FRAMEWORK, "
+                        "setup and step (docs/workloads.md)")
     sizes = getattr(obj, "SIZES", None)
     if sizes is not None:
         if not isinstance(sizes, dict):
