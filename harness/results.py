@@ -16,13 +16,17 @@ added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md
   run is an absent key, never a made-up number; ``total`` is always present). Memory,
   for the steady state and (``first_step_`` prefix) the cold first step
   (harness/measure/memory_meter.py):
-  ``retained_bytes`` (int: resident at the step's start above the baseline taken
-  before the first step: what the framework keeps between steps; optional
-  ``retained_detail_bytes``: the same split by kind of page, {anon, file, shmem},
-  adding up to it),
+  ``retained_bytes`` (int: the whole resident set at the step's start above the
+  baseline taken before the first step; optional ``retained_detail_bytes``: the same
+  split by kind of page, {anon, file, shmem}, adding up to it: the registry's
+  ``retained`` is its anon + shmem pages, what the framework keeps, and ``code_pages``
+  its file pages, harness/figures.py),
   ``peak_bytes`` ({forward, backward, step, total}: the step peak, above the resident
-  bytes at the step's start: what the step needs; the headline figure),
-  ``footprint_bytes`` (same phases: retained + step peak, exactly),
+  bytes at the step's start: what the step needs; the headline figure), optional
+  ``peak_file_bytes`` (same phases: the file-backed pages resident at the phase's end
+  above the step's start: at most this much of the peak is library pages paged in),
+  ``footprint_bytes`` (same phases: the whole resident set retained + step peak,
+  exactly; the registry's ``footprint`` adds the step peak to the own pages instead),
   ``live_bytes`` ({after_forward, after_backward}, above the step's start),
   ``breakdown_bytes`` / ``breakdown_method`` ({params, inputs, gradients,
   optimizer_state, saved_activations, temporaries}: bytes or null, and how each was
@@ -71,11 +75,22 @@ STATUSES = ("ok", "oom", "timeout", "error", "unavailable")
 PHASES = ("forward", "backward", "step", "total")
 LIVE_KEYS = ("after_forward", "after_backward")
 BREAKDOWN_KEYS = ("params", "inputs", "gradients", "optimizer_state", "saved_activations", "temporaries")
+#: one measured step's fields, as harness/measure/memory_meter.py gives them: the record
+#: holds the steady step's under these names and the cold first step's with FIRST_STEP
+#: before each (one definition for both)
+STEP_FIELDS = ("retained_bytes", "retained_detail_bytes", "peak_bytes", "peak_file_bytes", "footprint_bytes",
+               "live_bytes")
+FIRST_STEP = "first_step_"
+
+
+def first_step(field):
+    """The record's name of the cold first step's `field` (a STEP_FIELDS name)."""
+    return FIRST_STEP + field
+
+
 #: (retained, step peak, footprint) keys of the steady state and of the first step
-MEMORY_FIGURES = (
-    ("retained_bytes", "peak_bytes", "footprint_bytes"),
-    ("first_step_retained_bytes", "first_step_peak_bytes", "first_step_footprint_bytes"),
-)
+MEMORY_FIGURES = tuple((prefix + "retained_bytes", prefix + "peak_bytes", prefix + "footprint_bytes")
+                       for prefix in ("", FIRST_STEP))
 #: metrics an "ok" record must carry (values may be null where the schema says so)
 OK_KEYS = (
     "retained_bytes",
@@ -100,11 +115,10 @@ OK_KEYS = (
 #: the pass's result as it is (harness/sweep/cell_runner.py); harness/figures.py says
 #: how each figure is read from them
 MEMORY_PASS_FIELDS = (
-    "retained_bytes", "retained_detail_bytes", "peak_bytes", "footprint_bytes", "live_bytes",
-    "first_step_retained_bytes", "first_step_retained_detail_bytes", "first_step_peak_bytes",
-    "first_step_footprint_bytes", "first_step_live_bytes", "breakdown_bytes", "breakdown_method",
-    "bound_bytes", "bound_source", "tracemalloc_peak_bytes", "device_memory", "grad_rel_err", "grad_check",
-    "step_kind", "step_program", "buffer_cache", "prediction", "steady_samples", "saved_by_op",
+    *STEP_FIELDS, *(first_step(field) for field in STEP_FIELDS),
+    "breakdown_bytes", "breakdown_method", "bound_bytes", "bound_source", "tracemalloc_peak_bytes", "device_memory",
+    "grad_rel_err", "grad_check", "step_kind", "step_program", "buffer_cache", "prediction", "steady_samples",
+    "saved_by_op",
 )
 TIME_PASS_FIELDS = (
     "time_s", "time_spread_s", "compile_s", "first_step_time_s", "time_samples_s", "time_min_s", "cpu_time_s",

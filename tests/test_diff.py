@@ -127,7 +127,8 @@ def test_the_planted_regression_shows_up_as_gradient_accumulation(tmp_path):
 def _record(peak, retained, predicted):
     prediction = {"state": "predicted", "method": "xla memory_analysis", "bytes": predicted,
                   "compares_with": "peak_bytes.total", "fields": {}, "reason": None}
-    return {"peak_bytes": {"total": peak}, "retained_bytes": retained, "prediction": prediction}
+    return {"peak_bytes": {"total": peak}, "retained_bytes": retained,
+            "retained_detail_bytes": {"anon": retained, "file": 0, "shmem": 0}, "prediction": prediction}
 
 
 def test_which_layer_changed():

@@ -10,7 +10,13 @@ Three figures per step, all from the same two readings so that they add up exact
   from the same reading, so the three add up to it.
 - ``peak_bytes[phase]``: the phase's high-water mark above the resident bytes *at the
   step's start*: what the step needs (the headline figure; peak / bound, "mem x ref",
-  the colours, the gate and asv's PeakMemory use it).
+  the colours, the gate and asv's PeakMemory use it). ``peak_file_bytes[phase]``: the
+  file-backed pages resident at the phase's end above the step's start, i.e. library
+  pages the step paged in. Clean file pages are not given back inside a step (nothing
+  reclaims them without memory pressure), so the file pages at the moment of the peak
+  lie between the step's start and the phase's end: at most this much of the peak is
+  library pages, the rest is the step's own memory. A steady step pages in next to
+  nothing; a cold first step (first kernels, compiling) pages in most of it.
 - ``footprint_bytes[phase]`` = retained + step peak: what the process needs above its
   inputs (the single figure of schema 1, measured against the first baseline).
 
@@ -32,9 +38,9 @@ class MemoryMeter:
         self._clear()
 
     def _clear(self):
-        self.peaks, self.live, self.traced = {}, {}, {}
+        self.peaks, self.paged_in, self.live, self.traced = {}, {}, {}, {}
         self.step_start = self.retained = None
-        self.retained_kinds = {}
+        self.retained_kinds, self.start_kinds = {}, {}
 
     def start(self, label):
         """Start a fresh record of one step's figures (labels the timeline marks)."""
@@ -48,6 +54,7 @@ class MemoryMeter:
         # measured from it, and retained is it minus the baseline, so footprint =
         # retained + peak holds exactly.
         self.step_start, kinds = self.rss.current_with_kinds()
+        self.start_kinds = kinds
         self.retained = self.step_start - self.rss.baseline
         base = self.rss.baseline_kinds
         self.retained_kinds = {kind: value - base.get(kind, 0) for kind, value in kinds.items()}
@@ -63,7 +70,10 @@ class MemoryMeter:
             self.tracemalloc.reset()
 
     def end(self, phase, live=None):
-        self.peaks[phase] = self.rss.hwm() - self.step_start
+        hwm, file_pages = self.rss.hwm_and_file()
+        self.peaks[phase] = hwm - self.step_start
+        # pages dropped by memory pressure would make this negative: none were paged in
+        self.paged_in[phase] = max(0, file_pages - self.start_kinds.get("file", 0))
         if self.tracemalloc is not None:
             self.traced[phase] = self.tracemalloc.peak()
         if self.device is not None:
@@ -75,13 +85,14 @@ class MemoryMeter:
         self.marks.mark(f"{self.label}end")
 
     def figures(self):
-        """{"retained_bytes", "peak_bytes", "footprint_bytes", "live_bytes"} of the step
-        just measured (phase dicts: the phases measured, and total = their maximum)."""
+        """The step just measured, one field per results.STEP_FIELDS (phase dicts: the
+        phases measured, and total = their maximum)."""
         peaks = phase_figures(self.peaks, max)
         return {
             "retained_bytes": self.retained,
             "retained_detail_bytes": dict(self.retained_kinds),
             "peak_bytes": peaks,
+            "peak_file_bytes": phase_figures(self.paged_in, max),
             "footprint_bytes": footprint(self.retained, peaks),
             "live_bytes": dict(self.live),
         }

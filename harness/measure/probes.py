@@ -104,6 +104,12 @@ class RssProbe:
     def hwm(self):
         return status_bytes()["VmHWM"]
 
+    def hwm_and_file(self):
+        """(VmHWM, RssFile) from one reading: a phase's peak and the file-backed pages
+        resident at its end."""
+        status = status_bytes()
+        return status["VmHWM"], status.get(RSS_KINDS["file"], 0)
+
 
 class TracemallocProbe:
     """Python-heap and NumPy-buffer bytes (NumPy reports its data allocations to

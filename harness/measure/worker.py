@@ -209,6 +209,7 @@ def _jsonable(value):
 
 # ---- the memory pass ---------------------------------------------------------------------
 def memory_pass(job, marks):
+    from harness import results
     from harness.measure import breakdown, probes
     from harness.measure.cuda import DeviceMeter
     from harness.measure.memory_meter import MemoryMeter, median_step
@@ -288,19 +289,10 @@ def memory_pass(job, marks):
     if job.get("tracemalloc"):
         traced = _traced_step(step, rss)
 
-    result = {
-        "status": "ok",
-        "retained_bytes": steady["retained_bytes"],
-        "retained_detail_bytes": steady["retained_detail_bytes"],
-        "peak_bytes": steady["peak_bytes"],
-        "footprint_bytes": steady["footprint_bytes"],
-        "live_bytes": steady["live_bytes"],
-        "steady_samples": [{k: s[k] for k in STEP_FIGURES} for s in samples],
-        "first_step_retained_bytes": first["retained_bytes"],
-        "first_step_retained_detail_bytes": first["retained_detail_bytes"],
-        "first_step_peak_bytes": first["peak_bytes"],
-        "first_step_footprint_bytes": first["footprint_bytes"],
-        "first_step_live_bytes": first["live_bytes"],
+    measured = {
+        **steady,
+        **{results.first_step(field): first[field] for field in results.STEP_FIELDS},
+        "steady_samples": [{k: s[k] for k in SAMPLE_FIELDS} for s in samples],
         "breakdown_bytes": breakdown_bytes,
         "breakdown_method": breakdown_method,
         "saved_by_op": _saved_by_op(adapter, step, rss, marks),
@@ -312,10 +304,12 @@ def memory_pass(job, marks):
         "device_memory": device_memory,
         "grad_rel_err": check.get("grad_rel_err"),
         "grad_check": check.get("note"),
-        "baseline_rss_bytes": baseline,
-        "hwm_method": rss.method,
         **info,
     }
+    # the record's fields, from the one list (results.MEMORY_PASS_FIELDS: a field this
+    # pass does not give fails here, not silently in the sweep), and what the pass says of itself
+    result = {"status": "ok", **{field: measured[field] for field in results.MEMORY_PASS_FIELDS},
+              **{key: measured[key] for key in PASS_NOTES}, "baseline_rss_bytes": baseline, "hwm_method": rss.method}
     if job.get("predict", True):
         result["prediction"] = _prediction(job, result, adapter, problem, step, marks)
     return result
@@ -423,7 +417,9 @@ def _saved_by_op(adapter, step, rss, marks):
 
 
 #: the figures of one measured step kept per sample (the record's steady_samples)
-STEP_FIGURES = ("retained_bytes", "retained_detail_bytes", "peak_bytes", "footprint_bytes")
+SAMPLE_FIELDS = ("retained_bytes", "retained_detail_bytes", "peak_bytes", "peak_file_bytes", "footprint_bytes")
+#: what a memory pass says of itself beside the record's fields (_prepare's info)
+PASS_NOTES = ("load_s", "worker_start", "runtime_warmup", "plan_s", "settings", "order")
 
 
 def _count_held_in_step(sample, held_bytes, kind):

@@ -22,7 +22,11 @@ judged on those samples alone:
                    measured in part: fewer than PAIRS pairs, every sample ok (a run
                    stopped part-way; the next run measures the rest)
     failed         fewer than MIN_SAMPLES ok samples on a side (the cells' messages say why)
-    advisory       time: measured on a shared machine, never confirmed as a change
+    advisory       a figure that is never a memory change a user acts on (the registry's
+                   `advisory`): time, measured on a shared machine; code pages, the
+                   library pages the steps paged in (shared, reclaimable). Shown; a code
+                   pages change of a pair measured side by side for another figure is
+                   judged on those samples too (`side_by_side`), never measured for itself
 
 A pair whose first PAIRS pairs leave a figure *undecided* (the flagged direction, p in
 (ALPHA, UNDECIDED]) is measured on to MAX_PAIRS pairs in the same run: a noisy figure
@@ -38,14 +42,16 @@ alone. A wider pair *not* confirmed decides nothing for it (a move and an unflag
 back inside could cancel), so it stays pending.
 
 A confirmed change a user would act on (`actionable`): its side-by-side move is at
-least ACT_RELATIVE (5 %) of the figure and at least ACT_BYTES (1 MiB). The page and
+least ACT_RELATIVE (5 %) of the figure and at least ACT_BYTES (1 MiB), and not mostly
+library code pages (a step peak whose pages paged in moved by at least half as much,
+the same way: `mostly_code_pages`). The page and
 docs/releases.md lead with those, one line each; the rest is folded.
 """
 
 import math
 import statistics
 
-from harness import origin
+from harness import figures, origin
 from harness.releases import detect
 from harness.versions import index
 
@@ -66,7 +72,7 @@ RULE = (f"a flagged change is confirmed when its two releases, measured again in
         f"{PAIRS} pairs, up to {MAX_PAIRS} where undecided, each a fresh worker), move the flagged way by more "
         f"than {detect.GRAIN_BYTES // 1024} KiB (median to median) and the one-sided exact rank-sum test gives "
         f"p <= {ALPHA}; actionable: confirmed and at least {ACT_RELATIVE:.0%} and {ACT_BYTES // detect.MIB} MiB "
-        f"side by side")
+        f"side by side, and not mostly library code pages")
 
 
 def pair_label(before, after):
@@ -176,7 +182,7 @@ def samples(records, key):
 def verdict_of(change, records):
     """The confirmation of one changes.json entry from the side-by-side `records`."""
     if change["advisory"]:
-        return {"status": "advisory", "why": "time is measured on a shared machine: shown, never confirmed"}
+        return advisory_verdict(change, records)
     held = samples(records, group_key(change))
     a_records, b_records = [r for _, r in held[change["before_release"]]], [r for _, r in held[change["release"]]]
     if not a_records and not b_records:
@@ -192,6 +198,12 @@ def verdict_of(change, records):
                 "why": f"measured in part: {complete} of {PAIRS} pairs (a stopped run); harness releases --confirm "
                        f"measures the rest"}
     verdict = judge(a, b, change["figure"], change["direction"])
+    code = figures.get(change["figure"]).code_part
+    if code and verdict["status"] == "confirmed":  # the library pages inside the move, side by side
+        code_a = [v for v in (detect.value(r, code) for r in a_records) if v is not None]
+        code_b = [v for v in (detect.value(r, code) for r in b_records) if v is not None]
+        if code_a and code_b:
+            verdict["code_pages_delta"] = statistics.median(code_b) - statistics.median(code_a)
     if failed:
         verdict["not_ok"] = failed
     # the side-by-side run measures with today's gradmem: at one release its figure may
@@ -208,6 +220,26 @@ def verdict_of(change, records):
     when = [w for w in when if w]
     if when:
         verdict["measured"] = [min(when), max(when)]
+    return verdict
+
+
+def advisory_verdict(change, records):
+    """A change never confirmed as a memory change (time, code pages: the registry says
+    why). A figure of bytes whose release pair the store measured side by side for
+    another figure's sake is judged on those samples too, for the reader
+    (``side_by_side``); nothing is measured for it."""
+    figure = change.get("figure")
+    why = (figures.get(figure).advisory if figure else "") or "advisory"
+    verdict = {"status": "advisory", "why": f"{why}: shown, never an actionable memory change"}
+    if not figure or detect.FIGURES.get(figure) != "bytes":
+        return verdict
+    held = samples(records, group_key(change))
+    a_records, b_records = [r for _, r in held[change["before_release"]]], [r for _, r in held[change["release"]]]
+    if a_records and b_records:
+        a = [detect.value(r, change["figure"]) for r in a_records]
+        b = [detect.value(r, change["figure"]) for r in b_records]
+        if min(len([v for v in a if v is not None]), len([v for v in b if v is not None])) >= MIN_SAMPLES:
+            verdict["side_by_side"] = judge(a, b, change["figure"], change["direction"])
     return verdict
 
 
@@ -261,9 +293,19 @@ def machines_suffix(found):
 
 
 def actionable(change):
-    """A confirmed change a user would act on (the size rule, on the side-by-side figures)."""
+    """A confirmed change a user would act on: the size rule on the side-by-side figures,
+    and a move that is not mostly library code pages (`mostly_code_pages`)."""
     found = change.get("confirmation") or {}
-    return found.get("status") == "confirmed" and _passes_size(change["figure"], found["before"], found["delta"])
+    return (found.get("status") == "confirmed" and _passes_size(change["figure"], found["before"], found["delta"])
+            and not mostly_code_pages(found))
+
+
+def mostly_code_pages(found):
+    """True when at least half of a confirmed move (`found`: its verdict) is the library
+    code pages the figure holds (a step peak's pages paged in: `code_pages_delta`), the
+    same way: the step's own memory did not move that much."""
+    code, delta = found.get("code_pages_delta"), found.get("delta")
+    return bool(code is not None and delta and code * delta > 0 and abs(code) >= abs(delta) / 2)
 
 
 def attach(document, records):

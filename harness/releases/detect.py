@@ -27,30 +27,12 @@ from harness.units import MIB
 
 GRAIN_BYTES = 256 * 1024
 
-#: figure name (harness/figures.py reads each) -> unit; the order the page lists them in.
-#: "predicted" is the framework's own prediction of the step (harness/measure/prediction.py):
-#: beside the measured figures it tells a plan that changed from a runtime that changed
-FIGURES = {name: figures.get(name).unit for name in (
-    "step_peak", "step_peak.forward", "step_peak.backward", "footprint", "retained",
-    "first_step_peak", "first_step_footprint", "time", "predicted")}
-MEANING = {
-    "step_peak": "step peak: the most a steady-state step needs above the resident bytes at its start (total)",
-    "step_peak.forward": "step peak of the forward phase",
-    "step_peak.backward": "step peak of the backward phase",
-    "footprint": "footprint: retained + step peak (what a steady step needs in all)",
-    "retained": "retained: what the framework keeps resident between steps (above the pre-first-step baseline)",
-    "first_step_peak": "first-step peak: the cold first step's peak (tracing, compiling, caches)",
-    "first_step_footprint": "first-step footprint: retained + peak of the cold first step",
-    "time": "time: median step time (advisory: measured on a shared machine)",
-    "predicted": "predicted: the framework's own prediction of the step (its compiler's plan, not measured); "
-    "moved with the step peak: the plan changed; step peak moved alone: the runtime changed",
-}
-#: `harness bisect --metric` of each figure (stage 2 finds the commit)
-BISECT_METRIC = {
-    "step_peak": "total", "step_peak.forward": "forward", "step_peak.backward": "backward",
-    "footprint": "footprint", "retained": "retained", "first_step_peak": "first_step",
-    "first_step_footprint": "first_footprint", "time": "time",
-}
+#: figure name -> unit, the order the page lists them in: the registry's figures the
+#: detector lists (harness/figures.py, DETECT). "predicted" is the framework's own
+#: prediction of the step (harness/measure/prediction.py): beside the measured figures it
+#: tells a plan that changed from a runtime that changed
+FIGURES = {figure.name: figure.unit for figure in figures.listed(figures.DETECT)}
+MEANING = {figure.name: f"{figure.label}: {figure.meaning}" for figure in figures.listed(figures.DETECT)}
 
 
 class Change(NamedTuple):
@@ -82,7 +64,8 @@ class Change(NamedTuple):
 
     @property
     def advisory(self):
-        return FIGURES[self.figure] == "seconds"
+        """Never an actionable memory change (time, code pages: the registry says why)."""
+        return bool(figures.get(self.figure).advisory)
 
 
 def value(record, figure):
@@ -185,6 +168,11 @@ def parts(records, change):
         if group == "phase" and name == "total":
             continue
         found.setdefault(group, {})[name] = b[(group, name)] - a[(group, name)]
+    # the library pages inside the move (a figure that holds them: the step peaks, the footprints)
+    code = figures.get(change.figure).code_part
+    moved = median_delta(records, change, code) if code else None
+    if moved is not None:
+        found["code_pages"] = {code: moved}
     # a retained move is told by the kind of page kept (anon, file, shmem); a step's by its breakdown
     group = "retained" if change.figure == "retained" else "breakdown"
     candidates = [(abs(d), f"{group}.{n}", d) for n, d in found.get(group, {}).items()]
@@ -196,6 +184,19 @@ def parts(records, change):
     return found
 
 
+def median_delta(records, change, figure):
+    """median(B) - median(A) of `figure` over `change`'s two releases in `records` (the
+    rounds of one series), or None where either release has no value of it."""
+    def median(release):
+        values = [value(r, figure) for r in records if r.get("workload") == change.workload
+                  and r.get("mode") == change.mode and release_of(r) == release]
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    a, b = median(change.before_release), median(change.release)
+    return None if a is None or b is None else b - a
+
+
 def report(records, found, framework, env_info, size="small", commits=()):
     """The JSON document of what was found (FRAMEWORK.changes.json); `commits`: the
     stage-2 findings of FRAMEWORK.commits.json (harness/versions/findings.py), each
@@ -204,7 +205,8 @@ def report(records, found, framework, env_info, size="small", commits=()):
     pythons = store.release_pythons(records, env_info)
     for change in found.changes:
         differs = _dependencies_differ(env_info, change.before_release, change.release, pythons)
-        metric = BISECT_METRIC.get(change.figure)  # bisect measures; a prediction it does not bisect
+        # bisect measures the registry's figures it lists; a prediction it does not bisect
+        metric = change.figure if figures.get(change.figure).listed_in(figures.BISECT) else None
         command = None if metric is None else (
             f"python -m harness bisect --framework {framework} --workload {change.workload} "
             f"--mode {change.mode} --size {size} --metric {metric} --good {change.before_release} "
@@ -215,7 +217,8 @@ def report(records, found, framework, env_info, size="small", commits=()):
             "before": change.before, "after": change.after, "delta": change.delta,
             "relative": change.relative, "direction": change.direction, "band": change.band,
             "before_samples": list(change.before_samples), "after_samples": list(change.after_samples),
-            "advisory": change.advisory, "parts": parts(records, change), "dependencies_differ": differs,
+            "advisory": change.advisory, "advisory_why": figures.get(change.figure).advisory or None,
+            "parts": parts(records, change), "dependencies_differ": differs,
             "command": command,
             "unmeasured_between": list(change.unmeasured_between),
         }
@@ -244,10 +247,9 @@ def report(records, found, framework, env_info, size="small", commits=()):
 def commit_search(commits, framework, change, size):
     """The stage-2 finding that bisected exactly this change (its series, metric and
     release pair), the newest if several; None when none did."""
-    metric = BISECT_METRIC.get(change.figure)
     mine = [f for f in commits
-            if (f.get("framework"), f.get("workload"), f.get("mode"), f.get("size"), f.get("metric")) ==
-            (framework, change.workload, change.mode, size, metric)
+            if (f.get("framework"), f.get("workload"), f.get("mode"), f.get("size"), figures.resolve(f.get("metric"))) ==
+            (framework, change.workload, change.mode, size, change.figure)
             and f.get("device", "cpu") == "cpu" and f.get("stage") == "commits"
             and list(f.get("releases") or []) == [change.before_release, change.release]]
     if not mine:
@@ -292,7 +294,7 @@ def summary(document):
     lines = []
     for c in document["changes"]:
         rel = f" ({c['relative']:+.1%})" if c["relative"] is not None else ""
-        note = " [time: advisory]" if c["advisory"] else ""
+        note = f" [advisory: {c.get('advisory_why') or 'time'}]" if c["advisory"] else ""
         deps = f" [dependencies differ: {c['dependencies_differ']}]" if c["dependencies_differ"] else ""
         note += gap_note(c)
         lines.append(

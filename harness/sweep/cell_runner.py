@@ -318,8 +318,10 @@ class CellRunner:
             "(harness/measure/timing.py)",
             time_spread="interquartile range (75th - 25th percentile, linear interpolation)",
             peak_method=(
-                "step peak = VmHWM - RSS at the step's start; retained = RSS at the step's start - "
-                "baseline RSS (after gc + malloc_trim, before the first step); footprint = retained + step peak"
+                "step peak = VmHWM - RSS at the step's start (peak_file_bytes: file pages at each phase's end "
+                "above the step's start); retained_bytes = RSS at the step's start - baseline RSS (after gc + "
+                "malloc_trim, before the first step), split by page kind in retained_detail_bytes (the figure "
+                "retained is its anon + shmem pages, code pages its file pages); footprint = retained + step peak"
             ),
         )
         return prov

@@ -43,6 +43,11 @@ def fixture_record(workload="chained_dot", framework="reference", status="ok", *
                          "marks": [[0.0, "forward"], [0.02, "backward"]]},
         })
     record.update(overrides)
+    if status == "ok":  # as today's worker writes them: the resident set split by page kind
+        for retained in ("retained_bytes", "first_step_retained_bytes"):  # (all the fixture's own pages)
+            detail = retained.replace("retained_bytes", "retained_detail_bytes")
+            if detail not in overrides and isinstance(record.get(retained), int):
+                record[detail] = {"anon": record[retained], "file": 0, "shmem": 0}
     if status == "ok":  # footprint = retained + step peak, as the schema requires
         for retained, peak, footprint in (("retained_bytes", "peak_bytes", "footprint_bytes"),
                                           ("first_step_retained_bytes", "first_step_peak_bytes",

@@ -25,8 +25,10 @@ def record(batch, fixed, per_sample, retained=0, noise=0, first_extra=0, status=
     first = {k: v + first_extra for k, v in peak.items()}
     return results.new_record(
         c, "ok", provenance={},
-        retained_bytes=retained, peak_bytes=peak, footprint_bytes={k: v + retained for k, v in peak.items()},
-        first_step_retained_bytes=0, first_step_peak_bytes=first, first_step_footprint_bytes=dict(first),
+        retained_bytes=retained, retained_detail_bytes={"anon": retained, "file": 0, "shmem": 0},
+        peak_bytes=peak, footprint_bytes={k: v + retained for k, v in peak.items()},
+        first_step_retained_bytes=0, first_step_retained_detail_bytes={"anon": 0, "file": 0, "shmem": 0},
+        first_step_peak_bytes=first, first_step_footprint_bytes=dict(first),
         live_bytes={}, bound_bytes=workloads.bound_bytes(c["workload"], c["size"], c["dtype"], batch),
         tracemalloc_peak_bytes=traced and {"total": int(traced[0] + traced[1] * batch)},
     )

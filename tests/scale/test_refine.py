@@ -92,7 +92,9 @@ def test_the_line_near_the_budget_brackets_it():
 def test_the_scatter_of_a_pass():
     r = record(4, 0, 0, noise=100 * MIB, first_extra=3 * MIB)
     assert scale_series.spread_of(r) == 3 * MIB  # first step 103, steady 100 MiB
-    r["steady_samples"] = [{"footprint_bytes": {"total": t * MIB}} for t in (100, 104, 101)]
+    r["steady_samples"] = [{"retained_bytes": 0, "retained_detail_bytes": {"anon": 0, "file": 0, "shmem": 0},
+                            "peak_bytes": {"total": t * MIB}, "footprint_bytes": {"total": t * MIB}}
+                           for t in (100, 104, 101)]
     assert scale_series.spread_of(r) == 4 * MIB
 
 
