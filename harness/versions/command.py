@@ -14,11 +14,15 @@ the release tags (and, for torch, the commits its wheels were built from) to sta
 stage 2 from.
 
 One memory pass per probe (memory is near-deterministic); --metric time adds the time
-pass. --metric is a phase of the step peak (forward, backward, step, total), footprint
-(retained + step peak, total), retained (what the framework keeps between steps),
-first_step / first_footprint (the cold first step's peak / retained + peak: compiling,
-tracing and caches, what "the first epoch needs 6 GB" reports are about) or
-time (median of the timed steps, total; default threshold 10 % instead of 5 %). The
+pass. --metric names a figure of the registry (harness/figures.py; the older names in
+parentheses are still accepted): the step peak or one phase of it (step_peak (total),
+step_peak.forward (forward), step_peak.backward (backward, the default), step_peak.step
+(step)), footprint (retained + step peak), retained (the framework's own memory kept
+between steps), code_pages (library pages the steps paged in), first_step_peak
+(first_step) / first_step_footprint (first_footprint): the cold first step's peak /
+retained + peak, compiling, tracing and caches, what "the first epoch needs 6 GB"
+reports are about; or time (median of the timed steps, total; default threshold 10 %
+instead of 5 %). The
 two candidates at the boundary are measured again to confirm. Every probe's figure is
 printed as it is made.
 
@@ -44,11 +48,10 @@ from harness.versions import bisection, commits, envs, findings, index, spec
 from harness.steps import contract as native
 from harness.units import MIB
 
-PHASE_METRICS = ("forward", "backward", "step", "total")
-#: the cold first step's figures ("the first epoch needs 6 GB"): its peak and footprint (total)
-FIRST_METRICS = ("first_step", "first_footprint")
-METRICS = PHASE_METRICS + ("footprint", "retained") + FIRST_METRICS + ("time",)
-
+#: the figures `--metric` takes: the registry's names of those it lists (harness/figures.py,
+#: BISECT); the older names (total, backward, first_step ...) are still accepted
+METRICS = tuple(figure.name for figure in figures.listed(figures.BISECT))
+DEFAULT_METRIC = "step_peak.backward"
 
 def add_arguments(parser):
     cli_options.add_axes(
@@ -58,7 +61,9 @@ def add_arguments(parser):
     )
     parser.add_argument("--good", required=True, help="a release (stage 1) or revision with --repo (stage 2) that is good")
     parser.add_argument("--bad", required=True, help="a later release or revision that is bad")
-    parser.add_argument("--metric", default="backward", help=f"{'|'.join(METRICS)} (default backward)")
+    parser.add_argument("--metric", default=DEFAULT_METRIC,
+                        help=f"{'|'.join(METRICS)} (default {DEFAULT_METRIC}; older names such as total, backward, "
+                             f"first_step still accepted)")
     parser.add_argument(
         "--threshold", type=float, default=None,
         help="relative change that counts (default 0.05 for memory, 0.10 for time)",
@@ -94,14 +99,15 @@ def check_arguments(args):
     choices.check_choice("dtype", args.dtype, choices.DTYPES)
     choices.check_choice("mode", args.mode, choices.MODES)
     choices.check_choice("device", args.device, choices.DEVICES)
-    choices.check_choice("metric", args.metric, METRICS)
+    choices.check_choice("metric", figures.resolve(args.metric) or args.metric, METRICS)
+    args.metric = figures.resolve(args.metric)
     if args.optimizer is not None:
         choices.check_choice("optimizer", args.optimizer, choices.OPTIMIZERS)
-    if args.metric == "step" and args.optimizer is None:
-        raise choices.ChoiceError("--metric step is the optimizer update's peak: give --optimizer "
+    if args.metric == "step_peak.step" and args.optimizer is None:
+        raise choices.ChoiceError("--metric step_peak.step is the optimizer update's peak: give --optimizer "
                                   f"{'|'.join(choices.OPTIMIZERS)}")
     if args.threshold is None:
-        args.threshold = 0.10 if args.metric == "time" else 0.05
+        args.threshold = 0.10 if _timed(args.metric) else 0.05
     if not 0 < args.threshold < 10:
         raise choices.ChoiceError(f"--threshold {args.threshold}: a relative change, e.g. 0.05 for 5 %")
     if args.record:
@@ -160,16 +166,17 @@ def _run(adapter, args):
 
 
 def metric_label(metric):
-    if metric in PHASE_METRICS:
-        return f"{metric} step peak" if metric != "total" else "step peak"
-    return {"footprint": "footprint (retained + step peak)", "retained": "retained", "time": "time (median)",
-            "first_step": "first-step peak", "first_footprint": "first-step footprint (retained + peak)"}[metric]
+    return figures.get(metric).label
+
+
+def _timed(metric):
+    return figures.get(metric).unit == "seconds"
 
 
 def _format(figure, metric):
     if figure is None:
         return "-"
-    return f"{figure:.4f} s" if metric == "time" else f"{figure / MIB:.2f} MiB"
+    return f"{figure:.4f} s" if _timed(metric) else f"{figure / MIB:.2f} MiB"
 
 
 def _print_probe(probe, stage):
@@ -321,7 +328,7 @@ class Prober:
         outcome = self._pass(job, "memory", env_)
         if not outcome.ok:
             return None, f"memory pass {outcome.status}: {outcome.message}"
-        if args.metric == "time":
+        if _timed(args.metric):
             outcome = self._pass(dict(job, kind="time"), "time", env_)
             if not outcome.ok:
                 return None, f"time pass {outcome.status}: {outcome.message}"
@@ -334,15 +341,9 @@ class Prober:
         return run_worker(job, env, self.workdir, f"{self.count:03d}-{kind}", self.args.timeout, python=env_.python)
 
 
-#: each --metric's figure in the registry (harness/figures.py)
-METRIC_FIGURE = {"total": "step_peak", "forward": "step_peak.forward", "backward": "step_peak.backward",
-                 "step": "step_peak.step", "footprint": "footprint", "retained": "retained",
-                 "first_step": "first_step_peak", "first_footprint": "first_step_footprint", "time": "time"}
-
-
 def figure(result, metric, device="cpu"):
     """(figure, "") of a worker's result on `device`, or (None, why)."""
-    value = figures.value({**result, "device": device, "status": "ok"}, METRIC_FIGURE[metric])
+    value = figures.value({**result, "device": device, "status": "ok"}, metric)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None, f"the pass measured no {metric_label(metric)} (keys: {', '.join(sorted(result))[:200]})"
     return float(value), ""

@@ -14,7 +14,7 @@ import re
 import shlex
 import time
 
-from harness import results
+from harness import figures, results
 from harness.choices import ChoiceError
 
 #: a release tag: an optional non-digit prefix (v1.7.0, rel-3.0.1, tinygrad-v0.12.0) and the version
@@ -58,7 +58,11 @@ def record(path, finding):
     """Add `finding` to the list at `path`, replacing an earlier one of the same series
     and revisions (a bisection run again supersedes its first result)."""
     same = ("framework", "workload", "mode", "size", "dtype", "device", "metric", "good", "bad")
-    kept = [f for f in read(path) if any(f.get(k) != finding.get(k) for k in same)]
+
+    def key(found):  # a finding recorded with a figure's older name (total, backward ...) is the same series
+        return [figures.resolve(found.get(k)) if k == "metric" else found.get(k) for k in same]
+
+    kept = [f for f in read(path) if key(f) != key(finding)]
     results.write_json_atomic(path, kept + [finding])
 
 

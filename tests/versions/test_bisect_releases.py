@@ -83,8 +83,9 @@ def test_bad_versions_exit_2(fake_index, monkeypatch, capsys, good, bad, says):
     [
         (["--framework", "reference"], "reference has no releases or repository of its own"),
         (["--framework", "jax==0.9.2"], "name the framework alone; versions go to --good/--bad"),
-        (["--metric", "peak"], "unknown metric 'peak'; valid metrics: forward, backward, step, total, footprint, retained, first_step, first_footprint, time"),
-        (["--metric", "step"], "--metric step is the optimizer update's peak: give --optimizer sgd|adam"),
+        (["--metric", "peak"], "unknown metric 'peak'; valid metrics: step_peak, step_peak.forward, step_peak.backward, "
+                               "step_peak.step, footprint, retained, code_pages, first_step_peak, first_step_footprint, time"),
+        (["--metric", "step"], "--metric step_peak.step is the optimizer update's peak: give --optimizer sgd|adam"),
         (["--workload", "lstm"], "unknown workload 'lstm'"),
     ],
 )
@@ -99,6 +100,7 @@ def test_first_step_metrics_read_the_cold_steps_figures():
     result = {
         "peak_bytes": {"total": 10}, "footprint_bytes": {"total": 30},
         "first_step_peak_bytes": {"total": 700}, "first_step_footprint_bytes": {"total": 900},
+        "first_step_retained_detail_bytes": {"anon": 200, "file": 0, "shmem": 0},  # own pages kept: 200
     }
     assert bisect_command.figure(result, "first_step") == (700.0, "")
     assert bisect_command.figure(result, "first_footprint") == (900.0, "")
