@@ -165,9 +165,9 @@ def setup(cfg):
         "w1": rng.standard_normal((D, H)) / D**0.5, "b1": numpy.zeros(H),
         "w2": rng.standard_normal((H, D)) / H**0.5, "b2": numpy.zeros(D),
     }}
-    state = {{"params": params, "x": rng.standard_normal((B, D)), "y": rng.standard_normal((B, D))}}
     cast = lambda tree: {{k: v.astype(cfg["dtype"]) for k, v in tree.items()}}
-    return dict(cast(state), params=cast(params), grad=grad(loss_fn))
+    data = cast({{"x": rng.standard_normal((B, D)), "y": rng.standard_normal((B, D))}})
+    return dict(data, params=cast(params), grad=grad(loss_fn))
 
 
 def step(state):
@@ -249,6 +249,11 @@ def sync(state):
 
 TINYGRAD = '''
 from tinygrad import Tensor, dtypes, nn
+
+try:
+    from tinygrad import Context
+except ImportError:  # older releases: Tensor.train() instead
+    Context = None
 ''' + COMMON + '''
 
 class MLP:
@@ -274,7 +279,9 @@ def setup(cfg):
 
 def step(state):
     """One training step: what gradmem measures."""
-    with Tensor.train():
+    # the optimizer needs training mode on: Tensor.train() in older tinygrad releases, the
+    # TRAINING context variable in newer ones
+    with Tensor.train() if hasattr(Tensor, "train") else Context(TRAINING=1):
         state["optimizer"].zero_grad()
         loss = ((state["model"](state["x"]) - state["y"]) ** 2).mean()
         loss.backward()
