@@ -41,7 +41,7 @@ def test_two_cells_of_one_file_side_by_side(grid):
     proc = harness("diff", grid, "--a", "framework=reference", "--b", "framework=torch")
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
-    for heading in ("step peak", "retained, anon pages", "footprint", "first step peak", "time (median)",
+    for heading in ("step peak", "retained", "code pages", "host RSS retained", "footprint", "first-step peak", "time",
                     "Step peak difference by category", "not explained by a counted category",
                     "Saved activations by op", "Environment differences that can move memory",
                     "Which layer changed"):

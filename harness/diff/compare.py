@@ -1,7 +1,8 @@
 """The difference between two records, as data (the text, JSON and page all read it).
 
-- ``figures``: per phase, each figure of A and B and B - A: step peak, footprint,
-  first step peak, time; retained with its anon/file split (whole-step figures);
+- ``figures``: per phase, each figure of A and B and B - A that the registry lists for
+  diff (harness/figures.py, DIFF): step peak, footprint, first step peak, time; then the
+  whole-step ones: retained (the framework's own pages), code pages, the whole RSS;
 - ``explained``: the step peak's difference split into the breakdown's categories
   (saved activations, gradients; harness/measure/breakdown.py), and the rest said
   as *not explained by a counted category* (the breakdown's temporaries: cotangents,
@@ -41,32 +42,21 @@ def _row(name, a, b, unit="bytes"):
 
 
 def figures(a, b):
-    """Each figure of A and B from the figure registry (a CUDA cell's are its device
-    allocator's); `source_mismatch` says when the two come from different sources."""
-    rows = []
-    for phase in PHASES:
-        for name, label in (("step_peak", "step peak"), ("footprint", "footprint"),
-                            ("first_step_peak", "first step peak")):
-            va, vb = registry.at(a, name, phase), registry.at(b, name, phase)
-            if va is not None or vb is not None:
-                rows.append(dict(_row(label, va, vb), phase=phase))
-        ta, tb = registry.at(a, "time", phase), registry.at(b, "time", phase)
-        if ta is not None or tb is not None:
-            # a time taken while other processes ran is advisory (time_noise says why)
-            rows.append(dict(_row("time (median)", ta, tb, "s"), phase=phase,
-                             noisy_a=bool(a.get("time_noisy")), noisy_b=bool(b.get("time_noisy"))))
-    for key in ("after_forward", "after_backward"):  # live above the step's start when the phase ends
-        la, lb = (a.get("live_bytes") or {}).get(key), (b.get("live_bytes") or {}).get(key)
-        if la is not None or lb is not None:
-            rows.append(dict(_row(f"live {key.replace('_', ' ')}", la, lb), phase="step"))
-    rows.append(dict(_row("retained", registry.value(a, "retained"), registry.value(b, "retained")), phase="step"))
-    da, db = a.get("retained_detail_bytes") or {}, b.get("retained_detail_bytes") or {}
-    for kind in sorted(set(da) | set(db)):
-        rows.append(dict(_row(f"retained, {kind} pages", da.get(kind), db.get(kind)), phase="step"))
-    rows.append(dict(_row("first step retained", registry.value(a, "first_step_retained"),
-                          registry.value(b, "first_step_retained")), phase="step"))
-    rows.append(dict(_row("compile / first call", a.get("compile_s"), b.get("compile_s"), "s"), phase="step"))
-    return rows
+    """Each figure `diff` lists (the registry's DIFF figures: a CUDA cell's memory figures
+    are its device allocator's) of A and B: the phased ones phase by phase, then the
+    whole-step ones (phase "step"); a figure neither record has is left out."""
+    phased, whole = [], []
+    for figure in registry.listed(registry.DIFF):
+        va, vb = registry.value(a, figure.name), registry.value(b, figure.name)
+        if va is None and vb is None:
+            continue
+        unit = "s" if figure.unit == "seconds" else "bytes"
+        row = _row(registry.get(figure.base).label, va, vb, unit)
+        if unit == "s":  # a time taken while other processes ran is advisory (time_noise says why)
+            row.update(noisy_a=bool(a.get("time_noisy")), noisy_b=bool(b.get("time_noisy")))
+        is_phased = figure.phase or registry.FIGURES.get(f"{figure.name}.forward")
+        (phased if is_phased else whole).append(dict(row, phase=figure.phase or ("total" if is_phased else "step")))
+    return sorted(phased, key=lambda r: PHASES.index(r["phase"])) + whole
 
 
 def _category(a, b, name):

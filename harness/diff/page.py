@@ -62,8 +62,10 @@ def render(diff):
     retained = _table(["category", "A", "B", "B − A"], _rows(e["retained_categories"])
                       + f'<tr class="rest"><th>{esc(ru["figure"])}</th><td></td><td></td>{_diff_cell(ru["diff"])}</tr>')
     sections = [
-        ("Figures", "Step peak: above the step's start (what one step needs); retained: resident at the step's "
-                    "start above the baseline (kept between steps); footprint = retained + step peak.", figures),
+        ("Figures", "Step peak: above the step's start (what one step needs); retained: the framework's own "
+                    "pages (anonymous, shared memory) resident at the step's start above the baseline (kept between "
+                    "steps); code pages: library pages the steps paged in (shared, reclaimable); footprint = retained "
+                    "+ step peak.", figures),
         (f"Step peak difference by category: {_signed(e['step_peak']['diff'])}",
          "<br>".join(esc(n) for n in notes), categories),
     ]

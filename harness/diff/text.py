@@ -29,8 +29,8 @@ def render(diff):
     out = [f"A: {diff['a']}", f"B: {diff['b']}", ""]
     if diff.get("source_mismatch"):  # host RSS against a device allocator: not one quantity
         out += [f"Warning: {diff['source_mismatch']}; their differences are not a change of one figure.", ""]
-    out.append("Figures (each phase; step peak above the step's start, retained above the baseline, "
-               "footprint = retained + step peak)")
+    out.append("Figures (each phase; step peak above the step's start, retained: the framework's own pages kept "
+               "above the baseline, code pages: library pages paged in, footprint = retained + step peak)")
     rows = [("phase / figure", "A", "B", "B - A")]
     noisy = False
     for r in diff["figures"]:

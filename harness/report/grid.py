@@ -31,13 +31,15 @@ def _ok_cell(record, scale, row_lowest=None):
     marked = lowest.marks(record, row_lowest)
     classes = "cell status-ok" + (f" {lowest.CSS_CLASS}" if marked else "")
     peak = figures.value(record, "step_peak")
-    retained = figures.value(record, "retained")
+    retained, retained_marks = figures.shown(record, "retained")
+    whole = (f' <span class="whole-rss" title="written before the resident set was split by page kind: the whole '
+             f'RSS, library code pages included">(whole RSS)</span>') if figures.WHOLE_RSS in retained_marks else ""
     first = figures.value(record, "first_step_peak")
     le = "≤ " if bounded else ""
     cache = (record.get("buffer_cache") or {}).get("held_bytes")
     lines = [
         f'<div class="peak">{le}{esc(human_bytes(peak))}'
-        f'<span class="retained"> + {esc(human_bytes(retained))} retained</span></div>',
+        f'<span class="retained"> + {esc(human_bytes(retained))} retained{whole}</span></div>',
         (f'<div class="cache" title="{esc((record.get("buffer_cache") or {}).get("memory_pass", ""))}">'
          f'+ {esc(human_bytes(cache))} buffer cache (off while measured)</div>') if cache is not None else "",
         f'<div class="ratio">{le}{esc(human_ratio(ratio))} bound</div>' if ratio is not None else "",
@@ -45,6 +47,7 @@ def _ok_cell(record, scale, row_lowest=None):
          if bounded else ""),
         f'<div class="first">first step {esc(human_bytes(first))}</div>' if first is not None else "",
         _device_lines(record) if source.kind == "device" else "",
+        _listed_lines(record),
         _predicted_line(record),
         _time_line(record, figures.value(record, "time")),
         split.render(record, scale),
@@ -57,6 +60,20 @@ def _ok_cell(record, scale, row_lowest=None):
     return (f'<td class="{classes}" data-source="{source.kind}"{upper} '
             f'data-ratio="{ratio if ratio is not None and not bounded else ""}"{program}>'
             f'{"".join(lines)}</td>')
+
+
+def _listed_lines(record):
+    """A line for each figure the registry lists for the page (figures.PAGE) that the
+    record has: its label, value and, on hover, its meaning."""
+    lines = []
+    for figure in figures.listed(figures.PAGE):
+        found = figures.value(record, figure.name)
+        if found is None:
+            continue
+        shown = human_bytes(found) if figure.unit == "bytes" else f"{found:.4g}"
+        lines.append(f'<div class="figure" data-figure="{esc(figure.name)}" title="{esc(figure.meaning)}">'
+                     f'{esc(figure.label)} {esc(shown)}</div>')
+    return "".join(lines)
 
 
 def _device_lines(record):
@@ -140,11 +157,17 @@ def render(view):
 
 #: the sentence under the grid: what each figure means
 MEANING = (
-    "The <b>step peak</b> is what one steady training step needs: its peak above the memory "
-    "resident when it started. <b>Retained</b> is what the framework keeps between steps "
-    "(compiled executables, caches, allocator pools, optimizer state): resident at the step's "
-    "start above the baseline taken before the first step. Their sum is the <b>footprint</b>, "
-    "what the process needs above its inputs; the green and the ratio to the bound use the step peak. "
+    "A <b>step</b> is the forward and the backward pass (and the optimizer update where the sweep "
+    "ran with <code>--optimizer</code>). The <b>step peak</b> is what one steady step needs: its peak "
+    "above the memory resident when it started (on the host the resident set, measured under a fixed "
+    "mmap threshold with the heap trimmed before each step, so memory freed and reused inside the step "
+    "is counted). <b>Retained</b> is what the framework keeps between steps, its own memory (compiled "
+    "executables, caches, allocator pools, optimizer state): the anonymous and shared-memory pages "
+    "resident at the step's start above the baseline taken before the first step. The library "
+    "<b>code pages</b> the steps paged in (file-backed, shared with every process that maps the library, "
+    "dropped under memory pressure) are shown apart, never in retained. Retained + step peak is the "
+    "<b>footprint</b>, what the process needs above its inputs; the green and the ratio to the bound use "
+    "the step peak. "
     "A <b>compiled</b> cell measures the program that framework's users write: one program for the "
     "whole step where they write one (<code>jax.jit(jax.value_and_grad(f))</code>, a "
     "<code>tf.function</code>, one PyTensor function, <code>mx.compile</code>, <code>TinyJit</code>), "

@@ -1,17 +1,21 @@
 """The table a sweep prints: step peak per phase and retained in MiB, peak / bound,
-time, ratio to the reference engine.
+time, ratio to the reference engine; a legend line above it says what the step and
+each memory figure are (LEGEND).
 
 A "version" column (the exact framework version that ran) appears when any record
 pinned one (``--framework jax==0.9.2``), and a "variant" column (optimizer, remat
 strategy, the reference engine's order) when any record has one. Memory columns,
 steady state unless marked "1st" (the cold first step): "fwd", "bwd", "opt" (the
 optimizer update) and "peak" are step peaks (`peak_bytes`: above the resident bytes
-at the step's start, what the step needs); "retained" is what was resident at the
-step's start above the baseline taken before the first step (`retained_bytes`: what
-the framework keeps between steps); their sum is the footprint (`footprint_bytes`,
-not printed). "1st peak" is the cold first step's peak (compilation and first-use
-costs included); its retained figure is 0 by definition (the baseline is taken just
-before it), so it is not a column. "cache MiB" (only when a record has one) is what a
+at the step's start, what the step needs); "retained" is the framework's own memory
+(anonymous and shared-memory pages) resident at the step's start above the baseline
+taken before the first step: what it keeps between steps; "code MiB" the library
+pages the steps paged in (file-backed, shared, reclaimable: harness/figures.py); the
+footprint (retained + step peak) is not printed. A record written before the resident
+set was split by page kind shows its whole RSS as retained, marked " rss". "1st peak"
+is the cold first step's peak (compilation and first-use costs included); its
+retained figure is 0 by definition (the baseline is taken just before it), so it is
+not a column. "cache MiB" (only when a record has one) is what a
 framework that serves steps from freed buffers (MLX, tinygrad) holds between steps
 when run as its users run it: their memory passes ran with that cache off, so their
 step peak is what a step needs (the record's ``buffer_cache``). "pred/peak" (only
@@ -38,42 +42,117 @@ and a cuda cell whose adapter reads no allocator shows "n/a" with the reason und
 table. "mem x ref" compares figures of one source only.
 """
 
+from typing import Callable, NamedTuple
+
 from harness import figures
 from harness import origin
 from harness.measure import prediction
 from harness.sweep import cells
 from harness.units import MIB
 
+class Column(NamedTuple):
+    header: str
+    align: str  # "<" | ">"
+    cell: Callable  # (record, Row) -> str: an ok record's cell
+    shown: Callable = None  # (records) -> bool: the column only where a record has it (None: always)
+    leading: bool = False  # shown for a cell that did not run too (its message follows them)
+
+
+class Row(NamedTuple):
+    """What one ok record's cells read besides the record: the reference engine's record
+    comparable with it (ratios), and whether its peak is an upper bound."""
+
+    reference: dict | None
+    bounded: bool
+
+
+def _has(name):
+    return lambda records: any(figures.value(r, name) is not None for r in records)
+
+
+def _device(records):
+    return any(figures.source(r).kind == "device" for r in records)
+
+
+def figure_column(name, header, shown=None):
+    """A column of the registry's figure `name`: MiB (memory) or seconds (time, "~" when
+    noisy), "<=" before an upper bound, "n/a" where a CUDA cell's device has no source.
+    `shown`: always (None), where a record has the figure (True), or a test of the records.
+    A host figure (code pages) is the table's only on cells whose memory is the host's:
+    the memory columns of a CUDA cell are its device's."""
+    figure = figures.get(name)
+
+    def cell(record, row):
+        if figure.kind == figures.HOST and figures.source(record).kind != "host":
+            return "-"
+        if figure.unit == "seconds":
+            found = figures.value(record, name)
+            return _num(found, ".4f") + (NOISY if found is not None and record.get("time_noisy") else "")
+        if figure.kind == figures.MEMORY and figures.source(record).kind is None:
+            return "n/a"
+        found, marks = figures.shown(record, name)
+        return _mib(found, figures.UPPER_BOUND in marks) + (WHOLE if figures.WHOLE_RSS in marks else "")
+    return Column(header, ">", cell, _has(name) if shown is True else shown)
+
+
+def _field(key, fmt="{}"):
+    return lambda record, row: fmt.format(record.get(key, "")) if record.get(key) is not None else "-"
+
+
+def _mem_ratio(record, row):
+    ref = row.reference if row.reference and not figures.comparable(record, row.reference) else None
+    ratio = _ratio(figures.value(record, "step_peak"), figures.value(ref, "step_peak")) if ref else None
+    return (UPPER if row.bounded else "") + _num(ratio, ".2f")
+
+
+def _time_ratio(record, row):
+    ratio = _ratio(figures.value(record, "time"), figures.value(row.reference, "time")) if row.reference else None
+    noisy = NOISY if row.reference and (row.reference.get("time_noisy") or record.get("time_noisy")) else ""
+    return _num(ratio, ".2f") + (noisy if ratio is not None else "")
+
+
+#: the table's columns, in order: the cell's names, then (figure, column) pairs read
+#: through the registry, and the ratios. A new figure's column is one `figure_column`
+#: line here (shown=True: only where a record has it).
 COLUMNS = (
-    ("workload", "<"),
-    ("framework", "<"),
-    ("mode", "<"),
-    ("status", "<"),
-    ("fwd MiB", ">"),
-    ("bwd MiB", ">"),
-    ("opt MiB", ">"),
-    ("peak MiB", ">"),
-    ("retained MiB", ">"),
-    ("1st peak", ">"),
-    ("peak/bound", ">"),
-    ("time s", ">"),
-    ("IQR s", ">"),
-    ("compile s", ">"),
-    ("mem x ref", ">"),
-    ("time x ref", ">"),
-    ("grad err", ">"),
+    Column("workload", "<", _field("workload"), leading=True),
+    Column("framework", "<", _field("framework"), leading=True),
+    Column("version", "<", lambda r, row: r.get("framework_version") or r.get("version") or "-",
+           lambda records: any(r.get("version") for r in records), leading=True),
+    Column("mode", "<", _field("mode"), leading=True),
+    Column("variant", "<", lambda r, row: cells.variant(r) or "-", lambda records: any(cells.variant(r) for r in records),
+           leading=True),
+    Column("status", "<", _field("status"), leading=True),
+    figure_column("step_peak.forward", "fwd MiB"),
+    figure_column("step_peak.backward", "bwd MiB"),
+    figure_column("step_peak.step", "opt MiB"),
+    figure_column("step_peak", "peak MiB"),
+    figure_column("retained", "retained MiB"),
+    figure_column("code_pages", "code MiB", shown=True),
+    Column("cache MiB", ">", lambda r, row: _mib(_cache_bytes(r)),
+           lambda records: any(_cache_bytes(r) is not None for r in records)),
+    figure_column("first_step_peak", "1st peak"),
+    figure_column("reserved", "reserved MiB", shown=_device),
+    figure_column("nvml", "NVML MiB", shown=_device),
+    Column("peak/bound", ">", lambda r, row: (UPPER if row.bounded else "") + _num(figures.peak_over_bound(r), ".2f")),
+    Column("pred/peak", ">", lambda r, row: _predicted(r),
+           lambda records: any(prediction.ratio(r) is not None for r in records)),
+    figure_column("time", "time s"),
+    Column("IQR s", ">", lambda r, row: _num((r.get("time_spread_s") or {}).get("total"), ".4f")),
+    Column("compile s", ">", lambda r, row: _num(r.get("compile_s"), ".2f")),
+    Column("mem x ref", ">", _mem_ratio),
+    Column("time x ref", ">", _time_ratio),
+    Column("grad err", ">", lambda r, row: _num(figures.value(r, "grad_rel_err"), ".1e")),
 )
-VARIANT_COLUMN = ("variant", "<")
-CACHE_COLUMN = ("cache MiB", ">")  # after "retained MiB", when a record has a buffer cache
-PREDICTED_COLUMN = ("pred/peak", ">")  # after "peak/bound", when a record has a prediction
+#: the line above the table: what the step is and what its memory figures hold
+LEGEND = ("step = forward + backward (+ the optimizer update with --optimizer); peak: the step's peak above its "
+          "start, on the host the resident set under a fixed mmap threshold with the heap trimmed before each step; "
+          "retained: the framework's own memory kept between steps; code: library pages the steps paged in")
 OTHER_PROGRAM = "*"  # after a pred/peak ratio whose prediction is of another program
-VERSION_COLUMN = ("version", "<")
 MESSAGE_CHARS = 90
 NOISY = "~"  # after a time figure that is advisory only (record["time_noisy"])
-
-
 UPPER = "<="  # before a figure that is an upper bound (figures.upper_bound)
-DEVICE_COLUMNS = (("reserved MiB", ">"), ("NVML MiB", ">"))  # after "1st peak", when a record has them
+WHOLE = " rss"  # after a figure of a record with no page split: its whole RSS stands in (figures.shown)
 
 
 def _number(value):
@@ -82,14 +161,6 @@ def _number(value):
 
 def _mib(value, bounded=False):
     return "-" if value is None else (UPPER if bounded else "") + f"{value / MIB:.1f}"
-
-
-def _memory(record, name):
-    """A memory column: the registry's figure, "<=" before an upper bound, "n/a" where the
-    cell's device has no source for it."""
-    if figures.source(record).kind is None:
-        return "n/a"
-    return _mib(figures.value(record, name), figures.upper_bound(record, name))
 
 
 def _num(value, fmt):
@@ -134,74 +205,39 @@ def _predicted(record):
     return {"unsupported": "-", None: "-"}.get(found.get("state"), found.get("state"))
 
 
-def rows(records, with_variant=False, with_version=False, with_cache=False, with_predicted=False, with_device=False):
+def columns_for(records):
+    """The columns shown for `records`: every column, less the optional ones no record has."""
+    return [c for c in COLUMNS if c.shown is None or c.shown(records)]
+
+
+def rows(records, columns):
+    """[(cells, message or None)]: an ok record's every column, a cell that did not run
+    its leading columns and why."""
     out = []
     for record in records:
-        row = [record.get("workload", ""), record.get("framework", "")]
-        row += [record.get("framework_version") or record.get("version") or "-"] if with_version else []
-        row += [record.get("mode", "")]
-        row += [cells.variant(record) or "-"] if with_variant else []
-        row += [record.get("status", "")]
         if record.get("status") != "ok":
-            out.append((row, (record.get("message") or "").strip().splitlines()[0][:MESSAGE_CHARS] if record.get("message") else ""))
+            message = record.get("message") or ""
+            cells_ = [c.cell(record, None) for c in columns if c.leading]
+            out.append((cells_, message.strip().splitlines()[0][:MESSAGE_CHARS] if message.strip() else ""))
             continue
-        total = figures.value(record, "step_peak")
-        bounded = figures.upper_bound(record, "step_peak")
-        time_total = figures.value(record, "time")
-        ref = reference_for(record, records)
-        noisy = NOISY if record.get("time_noisy") else ""
-        time_ratio = _ratio(time_total, figures.value(ref, "time")) if ref else None
-        mem_ref = ref if ref and not figures.comparable(record, ref) else None
-        ref_noisy = NOISY if ref and (ref.get("time_noisy") or record.get("time_noisy")) else ""
-        row += [
-            _memory(record, "step_peak.forward"),
-            _memory(record, "step_peak.backward"),
-            _memory(record, "step_peak.step"),
-            _memory(record, "step_peak"),
-            _memory(record, "retained"),
-            *([_mib(_cache_bytes(record))] if with_cache else []),
-            _memory(record, "first_step_peak"),
-            *([_mib(figures.value(record, "reserved")), _mib(figures.value(record, "nvml"))] if with_device else []),
-            (UPPER if bounded else "") + _num(figures.peak_over_bound(record), ".2f"),
-            *([_predicted(record)] if with_predicted else []),
-            _num(time_total, ".4f") + (noisy if time_total is not None else ""),
-            _num((record.get("time_spread_s") or {}).get("total"), ".4f"),
-            _num(record.get("compile_s"), ".2f"),
-            (UPPER if bounded else "") + _num(_ratio(total, figures.value(mem_ref, "step_peak")) if mem_ref else None, ".2f"),
-            _num(time_ratio, ".2f") + (ref_noisy if time_ratio is not None else ""),
-            _num(figures.value(record, "grad_rel_err"), ".1e"),
-        ]
-        out.append((row, None))
+        row = Row(reference_for(record, records), figures.upper_bound(record, "step_peak"))
+        out.append(([c.cell(record, row) for c in columns], None))
     return out
 
 
 def format_table(records):
     """The table as text (one line per record; failed cells show their reason)."""
-    with_variant = any(cells.variant(r) for r in records)
-    with_version = any(r.get("version") for r in records)
-    columns = COLUMNS[:2] + ((VERSION_COLUMN,) if with_version else ()) + COLUMNS[2:3]
-    with_cache = any(_cache_bytes(r) is not None for r in records)
-    after_retained = [name for name, _ in COLUMNS].index("retained MiB") + 1
-    columns += ((VARIANT_COLUMN,) if with_variant else ()) + COLUMNS[3:after_retained]
-    with_predicted = any(prediction.ratio(r) is not None for r in records)
-    after_bound = [name for name, _ in COLUMNS].index("peak/bound") + 1
-    with_device = any(figures.source(r).kind == "device" for r in records)
-    after_first = [name for name, _ in COLUMNS].index("1st peak") + 1
-    columns += ((CACHE_COLUMN,) if with_cache else ()) + COLUMNS[after_retained:after_first]
-    columns += (DEVICE_COLUMNS if with_device else ()) + COLUMNS[after_first:after_bound]
-    columns += ((PREDICTED_COLUMN,) if with_predicted else ()) + COLUMNS[after_bound:]
-    body = rows(records, with_variant, with_version, with_cache, with_predicted, with_device)
-    widths = [len(name) for name, _ in columns]
+    columns = columns_for(records)
+    body = rows(records, columns)
+    widths = [len(c.header) for c in columns]
     for row, _ in body:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(str(cell)))
-    def line(cells_):
-        parts = []
-        for (name, align), width, cell in zip(columns, widths, cells_):
-            parts.append(f"{str(cell):{align}{width}}")
-        return "  ".join(parts).rstrip()
 
-    lines = [line([name for name, _ in columns]), line(["-" * w for w in widths])]
+    def line(cells_):
+        return "  ".join(f"{str(cell):{c.align}{width}}" for c, width, cell in zip(columns, widths, cells_)).rstrip()
+
+    lines = [LEGEND, line([c.header for c in columns]), line(["-" * w for w in widths])]
     for row, message in body:
         text = line(row)
         if message is not None:
@@ -212,6 +248,10 @@ def format_table(records):
     if other:
         lines.append(f"{OTHER_PROGRAM} pred/peak of another program than the measured one: "
                      + "; ".join(sorted({(r["prediction"].get("note") or "")[:120] for r in other})))
+    whole = [r for r in records if r.get("status") == "ok" and figures.shown(r, "retained")[1]]
+    if whole:
+        lines.append(f"{WHOLE.strip()}: {len(whole)} record(s) written before the resident set was split by page kind: "
+                     "their retained is the whole RSS (library code pages included), not the framework's own memory")
     return "\n".join(lines + source_notes(records) + noisy_notes(records) + pinned_blas_notes(records))
 
 
