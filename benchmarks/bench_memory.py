@@ -4,11 +4,17 @@ workload, framework, device, mode.
 
 Three figures (harness/measure/memory_meter.py): the *step peak* (above the resident
 bytes at the step's start: what the step needs; the headline the gate uses), the
-*retained* bytes (resident at the step's start above the baseline taken before the
-first step: what the framework keeps between steps) and the *footprint* (their sum).
+*retained* bytes (the framework's own memory, anonymous and shared-memory pages,
+resident at the step's start above the baseline taken before the first step: what it
+keeps between steps) and the *footprint* (their sum); and the *code pages* (library
+pages the steps paged in: shared, reclaimable, not the framework's own).
 """
 
-from benchmarks.common import Grid, figure
+from benchmarks.common import VERSION, Grid, figure
+
+# retained and the footprints count the framework's own pages, without the library code
+# pages they held before: their series start again
+OWN_PAGES = "own-pages-1"
 
 
 class PeakMemory(Grid):
@@ -31,18 +37,32 @@ class PeakMemory(Grid):
 
 class RetainedMemory(Grid):
     """What the framework keeps between steps (compiled executables, caches, pools,
-    optimizer state): resident at a steady step's start above the first baseline."""
+    optimizer state): its own pages resident at a steady step's start above the first
+    baseline."""
 
     unit = "bytes"
+    version = f"{VERSION}+{OWN_PAGES}"
 
     def track_retained(self, cache, *cell):
         return figure(cache, cell, "retained")
+
+
+class CodePages(Grid):
+    """Library code and data pages the steps paged in, resident at a steady step's start
+    above the first baseline: shared with every process mapping the library, dropped
+    under memory pressure; advisory (the gate does not fail on it)."""
+
+    unit = "bytes"
+
+    def track_code_pages(self, cache, *cell):
+        return figure(cache, cell, "code_pages")
 
 
 class FootprintMemory(Grid):
     """Retained + step peak: what the process needs above its inputs."""
 
     unit = "bytes"
+    version = f"{VERSION}+{OWN_PAGES}"
 
     def track_total(self, cache, *cell):
         return figure(cache, cell, "footprint")
@@ -53,6 +73,7 @@ class FirstStepMemory(Grid):
     steady state."""
 
     unit = "bytes"
+    version = f"{VERSION}+{OWN_PAGES}"
 
     def track_total(self, cache, *cell):
         return figure(cache, cell, "first_step_peak")

@@ -14,7 +14,7 @@ reference engine"):
   can see its buffer: a fresh VJP output, or the incoming cotangent passed on to one
   parent only. Borrowed ones (add passes g to both operands; sum returns a read-only
   broadcast view) are copied once, on the second arrival, and owned from then on;
-- a view of a variable used once (a transpose: `prims.permute_dims`) need not run its
+- a view of a variable used once (a transpose: `permute_dims`) need not run its
   VJP once its input has a gradient the pass owns: its consumer adds its cotangent
   straight into that gradient seen through the view (`_through_view`), so a weight
   transposed at every use (shared_linear) keeps one (D, D) buffer, not two;
@@ -35,7 +35,7 @@ import operator
 from numpy import ndarray
 
 from harness.engine import xp
-from harness.engine.prims import Scatter
+from harness.engine.prims.common import Scatter
 from harness.engine.tape import Leaf
 
 ORDERS = ("heap", "bfs", "dfs")
@@ -242,7 +242,7 @@ def _through_view(grads, parent, consumers, ledger):
 
 def _unshared(g, outgoing):
     """May a VJP write its cotangent into g's buffer (the pass owns g, the VJP is
-    elementwise in g: prims.reuses_g)? Only if no cotangent made already shares g's
+    elementwise in g: prims.common.reuses_g)? Only if no cotangent made already shares g's
     buffer (add passes g itself on; getitem a Scatter of it)."""
     mine = xp.owner(g)
     return all(xp.owner(ct.values if type(ct) is Scatter else ct) is not mine for _, ct, _ in outgoing)

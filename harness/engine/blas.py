@@ -2,7 +2,7 @@
 
 NumPy's matmul always writes its product somewhere of its own (a fresh array, or
 `out=` overwritten), so adding a contribution into a weight's gradient takes the
-product as a transient and a second pass to add it in: prims.add_matmul makes it a
+product as a transient and a second pass to add it in: prims/linalg.py's add_matmul makes it a
 slab at a time to keep that transient small, and a (512, 16) @ (16, 512) weight
 gradient then costs ~2x one BLAS call. ``gemm`` with beta = 1 adds the product
 straight into the gradient: no transient, one pass over the output, one call.

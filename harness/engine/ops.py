@@ -1,7 +1,7 @@
 """The op set of harness/ops.py on the reference engine, with the contract's exact
 names and signatures. Each op computes on NumPy (or CuPy) arrays; when an operand is
 traced (inside `value_and_grad`/`vjp`) it also records a node. Definitions and VJPs
-are in prims.py."""
+are in prims/, one module per family."""
 
 from harness.engine.prims import (  # noqa: F401
     add, concat, conv2d, cos, cumsum, div, exp, getitem, log, logsumexp, matmul, max,

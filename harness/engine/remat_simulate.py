@@ -11,7 +11,7 @@ events replayed here in its order:
   state's cotangent; the incoming cotangent goes after both are made, unless someone
   outside the pass holds it (the seed of a nested pass);
 - the const's cotangents accumulate in place: in one backward pass the first is kept
-  and later ones are added into it a row block at a time (prims.product_cotangent: a
+  and later ones are added into it a row block at a time (prims/linalg.py's product_cotangent: a
   transient inside NumPy calls, which the ledger does not see); a recomputed segment's
   or a revolve step's, made by its own pass, is added and freed;
 - a step run on raw values allocates its output while its input is still alive.

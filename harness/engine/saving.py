@@ -1,6 +1,6 @@
 """What a VJP keeps: `save(array, why)`, and stand-ins for arrays that are cheap to remake.
 
-Every VJP maker (prims.py) passes each array its closure will read through
+Every VJP maker (prims/) passes each array its closure will read through
 ``save(x, why)``, at forward time, and reads it back with ``value(saved)`` when the VJP
 runs. `save` decides how x is kept, always for the fewest bytes:
 

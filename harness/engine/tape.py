@@ -116,7 +116,7 @@ class Var:
     """
 
     __slots__ = ("value", "node", "recipe")
-    __array_ufunc__ = None  # prims.py replaces it: ndarray + Var -> ops.add
+    __array_ufunc__ = None  # prims/operators.py replaces it: ndarray + Var -> ops.add
 
     def __init__(self, value, node, recipe=None):
         self.value = value

@@ -57,7 +57,7 @@ for sa, sb in [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((3, 4), (2, 4, 5)), ((2, 
     case(f"matmul{list(sa)}{list(sb)}", lambda ops, a, b: ops.matmul(a, b), normal(*sa), normal(*sb))
 
 # fan-in: the second use's cotangent is added into the first's buffer a block at a time
-# (prims.product_cotangent), or made whole where a broadcast must be summed away
+# (prims.linalg.product_cotangent), or made whole where a broadcast must be summed away
 case("matmul_fanin_weight", lambda ops, a, w: ops.matmul(ops.matmul(a, w), w), normal(3, 4), normal(4, 4))
 case("matmul_fanin_folded", lambda ops, a, w: ops.matmul(ops.matmul(a, w), w), normal(2, 3, 4), normal(4, 4))
 case("matmul_fanin_input", lambda ops, a, w: ops.matmul(w, ops.matmul(w, a)), normal(4, 3), normal(4, 4))
@@ -108,7 +108,7 @@ for axis in [-1, 0, 1]:
     case(f"softmax_axis{axis}", lambda ops, x, a=axis: ops.softmax(x, axis=a), normal(3, 4))
 for axis, keepdims in itertools.product([-1, 0, (0, 1), None], [False, True]):
     case(f"logsumexp_axis{axis}_keep{keepdims}", lambda ops, x, a=axis, k=keepdims: ops.logsumexp(x, axis=a, keepdims=k), normal(3, 4))
-for axis in [-1, 0, (0, 1)]:  # logsumexp's cotangent added into x's (prims.slabs)
+for axis in [-1, 0, (0, 1)]:  # logsumexp's cotangent added into x's (prims.common.slabs)
     case(f"log_softmax_axis{axis}", lambda ops, x, a=axis: ops.sub(x, ops.logsumexp(x, axis=a, keepdims=True)), normal(3, 9))
 case("softmax_large_values", lambda ops, x: ops.softmax(x * 100.0), normal(2, 5))
 case("logsumexp_large_values", lambda ops, x: ops.logsumexp(x * 100.0), normal(2, 5))

@@ -87,7 +87,7 @@ def test_gradient_matches_finite_differences(name, order):
 def test_gradient_through_a_cotangent_the_pass_owns(name):
     # check_grads seeds the output with its own array, which the pass must not write
     # into; behind a mul the incoming cotangent is a fresh array the pass owns, so the
-    # elementwise VJPs (prims.reuses_g) write their cotangents over it.
+    # elementwise VJPs (prims.common.reuses_g) write their cotangents over it.
     fn, args = CASES[name]
     check_grads(lambda *a: ops.mul(fn(ops, *a), 1.5), *args)
 
@@ -141,13 +141,13 @@ def test_relu_gradient_is_zero_at_zero():
 def test_relu_forward_is_numpys_maximum_with_zero_whatever_the_layout(dtype, shape, layout):
     # relu takes a contiguous array of whole rows against a cached row of zeros (faster
     # than the scalar 0); the numbers must be maximum's, NaN, -0.0 and infinities included.
-    from harness.engine import prims
+    from harness.engine.prims import elementwise
 
     x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
     x.flat[:6] = [np.nan, -0.0, 0.0, np.inf, -np.inf, -1e-30]
     x = x.T if layout == "transposed" else x
     expected = np.maximum(x, 0)
-    got = prims._relu_into(x, out=x) if layout == "into itself" else prims.relu.forward(x)
+    got = elementwise._relu_into(x, out=x) if layout == "into itself" else elementwise.relu.forward(x)
     assert got.dtype == dtype and got.shape == expected.shape and (got.base is None or got is x)
     np.testing.assert_array_equal(got, expected)
     assert np.array_equal(np.signbit(got), np.signbit(expected))  # the same zero where x was -0.0
@@ -245,11 +245,12 @@ def test_a_borrowed_cotangent_is_never_written_in_place():
 @pytest.mark.parametrize("name", [n for n in CASES if "conv2d" in n or "matmul" in n or "chain" in n])
 def test_gradients_slab_by_slab(name, monkeypatch):
     # The test cases are small enough for one slab; a conv at paper size walks its rows
-    # in several (prims._row_slabs), a shared weight's gradient adds each contribution
-    # in several (prims.add_matmul). Force those paths with a tiny minimum slab.
-    from harness.engine import prims
+    # in several (prims.conv._row_slabs), a shared weight's gradient adds each
+    # contribution in several (prims.linalg.add_matmul). Force those paths with a tiny
+    # minimum slab (prims.common.slab_count reads it for both).
+    from harness.engine.prims import common
 
-    monkeypatch.setattr(prims, "MIN_SLAB_BYTES", 1)
+    monkeypatch.setattr(common, "MIN_SLAB_BYTES", 1)
     fn, args = CASES[name]
     check_grads(functools.partial(fn, ops), *args)
     np.testing.assert_allclose(fn(ops, *args), fn(NUMPY, *args), rtol=1e-12, atol=1e-12)

@@ -207,7 +207,7 @@ def test_rnn_holds_one_weight_sized_gradient_buffer_not_one_per_step(order):
     # the next matmul: one buffer) and the loss
     # W receives T contributions dW_t = h_{t-1}^T g_t. The first is fresh and becomes
     # the accumulator; matmul's VJP adds each later one into it an eighth at a time
-    # (prims.product_cotangent), so one W-sized buffer is live (plus w/8 inside NumPy,
+    # (prims.linalg.product_cotangent), so one W-sized buffer is live (plus w/8 inside NumPy,
     # which the ledger does not see), on top of the forward's T a, the cotangents in
     # flight (g, dh, dpre: 3 a) and b's gradient and its contribution (2 D*4).
     # Making each contribution whole before adding it would need 2 w; keeping them
@@ -298,11 +298,12 @@ def test_chained_dot_peak_is_the_saved_products_plus_three_buffers_and_tracemall
     # plus Python objects and transients inside NumPy calls. dx_i is added by one gemm
     # with beta = 1 (engine/blas.py), which makes no transient; without NumPy's CBLAS at
     # hand it is made a slab at a time: a slab of dx_i (an eighth of it, or fewer slabs
-    # of at least prims.MIN_SLAB_BYTES: at 320 KB, a quarter) and the contiguous copy
+    # of at least common.MIN_SLAB_BYTES: at 320 KB, a quarter) and the contiguous copy
     # BLAS needs of the column slab it is made from.
-    from harness.engine import blas, prims
+    from harness.engine import blas
+    from harness.engine.prims import common
 
-    slab = m / max(1, min(prims.SLABS, m // prims.MIN_SLAB_BYTES))
+    slab = m / max(1, min(common.SLABS, m // common.MIN_SLAB_BYTES))
     transients = 0 if blas.available() else 2 * slab
     assert abs(ledger.peak_bytes + transients - traced_peak) <= 0.02 * traced_peak
     # After the call only the loss and the one gradient buffer remain.
@@ -310,14 +311,15 @@ def test_chained_dot_peak_is_the_saved_products_plus_three_buffers_and_tracemall
 
 
 def test_conv2d_input_gradient_holds_x_bytes_plus_one_slab_of_transients():
-    from harness.engine import prims, xp
+    from harness.engine import xp
+    from harness.engine.prims import conv
 
     n, c, o, h = 2, 16, 8, 64
     x = rng.standard_normal((n, c, h, h)).astype(np.float32)
     w = rng.standard_normal((o, c, 3, 3)).astype(np.float32)
-    out = prims.conv2d.forward(x, w, padding=1)
+    out = conv.conv2d.forward(x, w, padding=1)
     g = rng.standard_normal(out.shape).astype(np.float32)
-    dx, traced_peak = tracemalloc_peak(prims._conv2d_vjp_x(out, x, w, 1, 1), g)
+    dx, traced_peak = tracemalloc_peak(conv._conv2d_vjp_x(out, x, w, 1, 1), g)
     # x's gradient is the correlation of g (padded by kh - 1 - padding) with the flipped
     # kernel, made a slab of rows at a time straight into an x-shaped array: it holds
     # x's bytes, no padded buffer kept alive through a view.
@@ -326,18 +328,18 @@ def test_conv2d_input_gradient_holds_x_bytes_plus_one_slab_of_transients():
     # pixels) and the wide result and one product term (c channels, rows of wp pixels),
     # each slab freed before the next is made; NumPy's array objects in the slack.
     wp = h + 2
-    rows = max(s.stop - s.start for s in prims._row_slabs(h, n * max(c, o) * wp * 4))
+    rows = max(s.stop - s.start for s in conv._row_slabs(h, n * max(c, o) * wp * 4))
     slab = n * o * (rows + 3) * wp * 4 + 2 * n * c * rows * wp * 4
     assert x.nbytes <= traced_peak <= x.nbytes + slab + 4096
 
 
 def test_a_one_channel_conv_holds_its_output_plus_one_slab_of_windows():
-    from harness.engine import prims
+    from harness.engine.prims import conv
 
     n, o, h = 2, 8, 64  # unet's first conv at small
     x = rng.standard_normal((n, 1, h, h)).astype(np.float32)
     w = rng.standard_normal((o, 1, 3, 3)).astype(np.float32)
-    out, traced_peak = tracemalloc_peak(prims.conv2d.forward, x, w, 1, 1)
+    out, traced_peak = tracemalloc_peak(conv.conv2d.forward, x, w, 1, 1)
     padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
     windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
     np.testing.assert_allclose(out, np.einsum("nchwpq,ocpq->nohw", windows, w), rtol=1e-5, atol=1e-5)
@@ -345,7 +347,7 @@ def test_a_one_channel_conv_holds_its_output_plus_one_slab_of_windows():
     # of wp pixels), the nine windows side by side (9 rows of rows * wp) and the product
     # (o rows of rows * wp); the slab's height sized by the widest of those, nine rows.
     wp = h + 2
-    rows = max(s.stop - s.start for s in prims._row_slabs(h, n * 9 * wp * 4))
+    rows = max(s.stop - s.start for s in conv._row_slabs(h, n * 9 * wp * 4))
     slab = n * (rows + 3) * wp * 4 + n * (9 + o) * rows * wp * 4
     assert out.nbytes <= traced_peak <= out.nbytes + slab + 4096
 
@@ -738,7 +740,7 @@ def test_a_recipe_writes_a_slab_of_its_rows_straight_into_a_conv_slab():
     other = rng.standard_normal((2, 2, 10, 8))
     up = Rebuilt(prims.upsample2d, [src], (2,), {}, (2, 3, 10, 8), src.dtype)
     up_kw = Rebuilt(prims.upsample2d, [src], (), {"scale": 2}, (2, 3, 10, 8), src.dtype)
-    cat = Rebuilt(prims._concat, [up, other], (), {"axis": 1}, (2, 5, 10, 8), src.dtype)
+    cat = Rebuilt(prims.shapes._concat, [up, other], (), {"axis": 1}, (2, 5, 10, 8), src.dtype)
     for recipe in (up, up_kw, cat):
         whole = recipe.value()
         for lo in range(10):

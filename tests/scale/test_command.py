@@ -21,7 +21,7 @@ def scale(tmp_path, *args):
 def test_a_real_run_at_tiny_fits_the_reference_engine_and_refuses_a_budget_below_batch_1(tmp_path):
     # chained_dot tiny: D = 32, L = 5; the batch axis is z's column count.
     # Batches 2 and 512, not 1: at batch 1 W's gradient is a contraction of length 1,
-    # which the engine makes as a broadcast multiply (prims.product), whose ufunc
+    # which the engine makes as a broadcast multiply (prims.linalg.product), whose ufunc
     # buffer adds ~11 KB of traced transient at that point only (measured: 38.6 KB
     # traced at batch 1, 27.4 KB at batch 2), off the per-sample line. At 512 each
     # saved product (D x 512 x 4 bytes = 64 KiB) is above the memory pass's 32 KiB mmap
