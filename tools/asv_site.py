@@ -13,6 +13,12 @@ linking to the other.
     python tools/asv_site.py publish --comparison out/asv-sweep.jsonl   # + comparison/
     python -m http.server -d out/asv-site  # or `asv preview`: the site needs HTTP
 
+Opened from disk (file://) asv's page cannot work: it loads its data by requests a
+browser refuses there, and asv then shows its "make sure you have an active internet
+connection" page. The published page instead goes at once to an error page that says
+so and gives the command that serves it (`explain_from_disk`; `--serve-root` names the
+folder to serve when the site sits inside a bigger one, as the observatory's history/).
+
 Exit 0 on success, 2 with a message naming the fix when something is missing or a
 pinned file does not match its hash.
 """
@@ -172,6 +178,54 @@ def localize(html_dir, assets=DEFAULT_ASSETS, manifest_path=MANIFEST):
     _write(index, page)
 
 
+#: where asv's page sends the reader when a script fails to load (asv/www/index.html)
+ERROR_PAGE = "error.html"
+#: put first in the page's <head>: from disk nothing of it can work, so say why at once
+FROM_DISK = (f'<script>if (window.location.protocol === "file:") {{ window.location.replace("{ERROR_PAGE}"); }}'
+             "</script>")
+FROM_DISK_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>gradmem history: open it over HTTP</title>
+<style>body {{ font: 15px/1.45 system-ui, sans-serif; max-width: 46em; margin: 2em auto; padding: 0 1em; }}
+pre {{ background: #f2f4f7; padding: .6em .8em; }}</style></head>
+<body><h1>The history per commit needs HTTP</h1>
+<p>This is asv's history site. Its page loads its data (index.json, each graph's
+figures) by script, and a browser refuses such requests on a page opened from disk
+(<code>file://</code>), so it cannot be shown that way: nothing is wrong with your
+connection, nothing is fetched from the internet.</p>
+<p>Serve it and open it over HTTP, from the folder the site was built in:</p>
+<pre>python -m http.server -d {serve_root}</pre>
+<p>then open <a href="http://localhost:8000/{path}">http://localhost:8000/{path}</a>.
+On a static host (GitHub Pages, any web server) it works as is.</p>
+<p>Seen over HTTP, this page means one of the page's scripts did not load: they are
+the pinned copies in <code>vendor/</code>, which <code>make setup</code> fetches
+(<code>python tools/asv_site.py vendor</code>).</p>
+</body></html>
+"""
+
+
+def explain_from_disk(html_dir, serve_root=None):
+    """Make the published page say how to open it: index.html goes to error.html when
+    opened from disk, and error.html (asv's says "check your internet connection") says
+    why and gives the command that serves `serve_root` (default: html_dir itself) and the
+    address of the page below it."""
+    serve_root = serve_root or html_dir
+    path = os.path.relpath(html_dir, serve_root).replace(os.sep, "/")
+    path = "" if path == "." else path.rstrip("/") + "/"
+    index = os.path.join(html_dir, "index.html")
+    with open(index, encoding="utf-8") as handle:
+        page = handle.read()
+    head = re.search(r"<head[^>]*>", page)
+    if head is None:
+        raise SiteError("asv's index.html has no <head> to put the from-disk check in")
+    if FROM_DISK not in page:
+        page = page[:head.end()] + "\n    " + FROM_DISK + page[head.end():]
+        _write(index, page)
+    _write(os.path.join(html_dir, ERROR_PAGE),
+           FROM_DISK_PAGE.format(serve_root=html.escape(serve_root), path=html.escape(path)))
+
+
 def link_comparison(html_dir, label="Comparison page"):
     """Add a navbar entry to html_dir/comparison/index.html."""
     index = os.path.join(html_dir, "index.html")
@@ -195,8 +249,10 @@ def site_bytes(html_dir):
     return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(html_dir) for name in names)
 
 
-def publish(config="asv.conf.json", comparison=None, assets=DEFAULT_ASSETS):
-    """asv publish, local assets, and the comparison page of `comparison` (JSONL files)."""
+def publish(config="asv.conf.json", comparison=None, assets=DEFAULT_ASSETS, serve_root=None):
+    """asv publish, local assets, the page's from-disk explanation (`serve_root`: the
+    folder to serve, default the site's own), and the comparison page of `comparison`
+    (JSONL files)."""
     from asv.config import Config
 
     html_dir = os.path.abspath(Config.load(config).html_dir)
@@ -205,6 +261,7 @@ def publish(config="asv.conf.json", comparison=None, assets=DEFAULT_ASSETS):
     if done.returncode != 0:
         raise SiteError(f"asv publish failed ({done.returncode})")
     localize(html_dir, assets)
+    explain_from_disk(html_dir, serve_root or os.path.relpath(html_dir))
     if comparison:
         from harness.report.page import write_page
         from harness.report.records import RecordError
@@ -227,13 +284,16 @@ def main(argv=None):
     pub.add_argument("--assets", default=DEFAULT_ASSETS, help="the vendored files (default %(default)s)")
     pub.add_argument("--comparison", nargs="+", metavar="SWEEP.jsonl",
                      help="also write the comparison page of these records to <site>/comparison/")
+    pub.add_argument("--serve-root", metavar="DIR",
+                     help="the folder a reader serves over HTTP to see the site, named on its from-disk page "
+                          "(default: the site's own folder; the observatory's: the folder above history/)")
     args = parser.parse_args(argv)
     try:
         if args.command == "vendor":
             changed = vendor(args.dest)
             print(f"{args.dest}: " + ("vendored" if changed else "up to date"))
         else:
-            site = publish(args.config, args.comparison, args.assets)
+            site = publish(args.config, args.comparison, args.assets, args.serve_root)
             print(f"site: {site} ({site_bytes(site) / 2**20:.1f} MiB); serve it over HTTP, e.g. "
                   f"python -m http.server -d {os.path.relpath(site)}")
     except SiteError as err:

@@ -57,7 +57,7 @@ def build_site(out_dir, root=ROOT, with_history=True, asv_assets=None):
     else:
         found = (None, "Not built (--history skip): python -m harness site --out DIR builds it into DIR/history.")
     path = os.path.join(out_dir, "index.html")
-    write_text_atomic(path, front.render(record_sets, missing, listed, found))
+    write_text_atomic(path, front.render(record_sets, missing, listed, found, history.serve_note(out_dir)))
     return path
 
 

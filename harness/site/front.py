@@ -107,11 +107,12 @@ def _provenance(record_set):
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in items) + "</table>"
 
 
-def render(record_sets, missing, releases, history):
+def render(record_sets, missing, releases, history, serve=""):
     """The front page's HTML.
 
     record_sets: [RecordSet] with pages; missing: [(name, why)] of sets not committed;
-    releases: [(framework, tally, href)] (site.releases.write); history: (href or None, text).
+    releases: [(framework, tally, href)] (site.releases.write); history: (href or None, text);
+    serve: how to open the history (site.history.serve_note), said where it is linked.
     """
     parts = ["<h1>gradmem observatory</h1>",
              '<p>Everything gradmem has measured, from what the repository holds: the comparison of '
@@ -160,7 +161,8 @@ def render(record_sets, missing, releases, history):
     href, text = history
     parts.append('<h2 id="history">History per commit</h2>')
     if href:
-        parts.append(f'<p><a href="{href}">The asv history site</a>: {html.escape(text)}</p>')
+        parts.append(f'<p><a href="{href}">The asv history site</a> (over HTTP only, see below): '
+                     f'{html.escape(text)}</p><p class="note">{html.escape(serve)}</p>')
     else:
         parts.append(f'<p class="note">{html.escape(text)}</p>')
     return page("gradmem observatory", "\n".join(parts))

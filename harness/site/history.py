@@ -5,7 +5,10 @@ It needs asv (the `bench` extra) and the pinned scripts fetched at set-up (`make
 setup`: tools/asv_site.py vendor, which needs npm once). Without them the site is
 built without its history and the front page says why and what to run.
 asv's page loads its data with requests that browsers refuse on file:// URLs, so the
-history is seen over HTTP (any static host; `python -m http.server -d DIR` locally).
+history is seen over HTTP (any static host; `python -m http.server -d DIR` locally):
+the front page says so where it links it, and the history's own page, opened from
+disk, says so instead of asv's "check your internet connection" (tools/asv_site.py
+explain_from_disk).
 """
 
 import json
@@ -16,8 +19,14 @@ import sys
 import tempfile
 
 FOLDER = "history"
-SERVE_NOTE = ("asv's pages load their data over HTTP, which a browser refuses from disk: on a static host "
-              "(Pages) it works as is; locally, serve the site: python -m http.server -d SITE_DIR")
+
+
+def serve_note(out_dir):
+    """How to open the history: the command that serves `out_dir` (as the reader named
+    it) and the address, for the place the front page links it."""
+    return (f"It opens over HTTP only (asv's page loads its data by script, which a browser refuses from "
+            f"disk): on a static host it works as is; on this machine, python -m http.server -d {out_dir} "
+            f"and open http://localhost:8000/{FOLDER}/")
 
 
 def build(root, out_dir, assets, comparison=None, timeout=600):
@@ -41,7 +50,7 @@ def build(root, out_dir, assets, comparison=None, timeout=600):
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(config, handle)
         command = [sys.executable, os.path.join(root, "tools", "asv_site.py"), "publish", "--config", path,
-                   "--assets", assets] + (["--comparison", comparison] if comparison else [])
+                   "--assets", assets, "--serve-root", out_dir] + (["--comparison", comparison] if comparison else [])
         try:
             done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -51,5 +60,4 @@ def build(root, out_dir, assets, comparison=None, timeout=600):
         return None, f"Not built: tools/asv_site.py publish failed ({done.returncode}): {tail[0]}"
     beside = ", with the comparison page of the CPU records beside it" if comparison else ""
     return f"{FOLDER}/index.html", ("every figure per commit of gradmem, from the asv results committed under "
-                                    f"results/ (one series per machine) and the regressions asv finds{beside}. "
-                                    + SERVE_NOTE + ".")
+                                    f"results/ (one series per machine) and the regressions asv finds{beside}.")

@@ -144,6 +144,30 @@ def test_publish_refuses_what_it_cannot_make_local(tmp_path):
         asv_site.localize(str(copy), assets=str(tmp_path / "nothing"))
 
 
+def test_opened_from_disk_the_page_says_how_to_serve_it(tmp_path):
+    # From disk asv's page cannot load its data and showed "Make sure you have an active
+    # internet connection": it now goes at once to a page that says why and what to run.
+    import asv
+
+    sys.path.insert(0, str(h.PROJECT / "tools"))
+    import asv_site
+
+    html_dir = tmp_path / "site" / "history"
+    html_dir.mkdir(parents=True)
+    www = Path(asv.__file__).parent / "www"
+    for name in ("index.html", "error.html"):
+        (html_dir / name).write_text((www / name).read_text())
+    asv_site.explain_from_disk(str(html_dir), serve_root=str(tmp_path / "site"))
+    asv_site.explain_from_disk(str(html_dir), serve_root=str(tmp_path / "site"))  # once, however often
+    page = (html_dir / "index.html").read_text()
+    head = page[page.index("<head>") + len("<head>"):]
+    assert head.lstrip().startswith(asv_site.FROM_DISK) and page.count(asv_site.FROM_DISK) == 1
+    error = (html_dir / "error.html").read_text()
+    assert "active internet connection" not in error
+    assert f"python -m http.server -d {tmp_path / 'site'}" in error
+    assert "http://localhost:8000/history/" in error and "file://" in error
+
+
 @pytest.mark.slow  # acceptance: asv publish, Chromium
 def test_offline_chromium_draws_the_memory_graph_and_links_the_comparison_page(site):
     import chromium_cdp

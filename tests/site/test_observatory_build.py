@@ -5,12 +5,13 @@ import json
 import os
 import pathlib
 import re
+import sys
 
 import pytest
 
 from harness import cli, workloads
 from harness.releases import confirm
-from harness.site import command, comparisons, releases
+from harness.site import command, comparisons, front, releases
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -172,9 +173,31 @@ def test_the_history_is_built_with_local_scripts(tmp_path):
     path = command.build_site(str(tmp_path / "site"), str(ROOT), with_history=True, asv_assets=str(assets))
     front = open(path).read()
     assert 'href="history/index.html"' in front
+    assert f"python -m http.server -d {tmp_path / 'site'}" in front  # how to open it, where it is linked
     assert os.path.exists(tmp_path / "site" / "history" / "index.json")
     assert links.remote_resources(str(tmp_path / "site")) == []
     assert links.broken_links(str(tmp_path / "site")) == []
+    sys.path.insert(0, str(ROOT / "tests" / "report"))
+    import chromium_cdp
+
+    if chromium_cdp.find_chromium() is None:
+        return  # the page itself is checked above and in tests/asv/test_site.py
+    # opened from disk, the history says how to open it instead of asv's "internet connection"
+    seen = chromium_cdp.inspect_page(f"file://{tmp_path}/site/history/index.html",
+                                     "new Promise(r => setTimeout(() => r([location.href, document.body.innerText]), 1500))",
+                                     await_promise=True, flags=chromium_cdp.OFFLINE)
+    where, text = seen["value"]
+    assert where.endswith("/history/error.html"), where
+    assert f"python -m http.server -d {tmp_path / 'site'}" in text and "internet connection" not in text
+
+
+def test_the_front_page_says_how_to_open_the_history_where_it_links_it():
+    page = front.render([], [], [], ("history/index.html", "every figure per commit."),
+                        command.history.serve_note("out/site"))
+    link = page[page.index('href="history/index.html"'):]
+    note = link[:link.index("</p>", link.index("</p>") + 4)]  # the link's paragraph and the one after it
+    assert "python -m http.server -d out/site" in note and "http://localhost:8000/history/" in note
+    assert "SITE_DIR" not in page
 
 
 def test_the_pages_workflow_runs_make_site_and_uploads_what_it_writes():
