@@ -53,6 +53,7 @@ import statistics
 
 from harness import figures, origin
 from harness.releases import detect
+from harness.report.fmt import signed_percent
 from harness.versions import index
 
 ALPHA = 0.01
@@ -198,12 +199,11 @@ def verdict_of(change, records):
                 "why": f"measured in part: {complete} of {PAIRS} pairs (a stopped run); harness releases --confirm "
                        f"measures the rest"}
     verdict = judge(a, b, change["figure"], change["direction"])
-    code = figures.get(change["figure"]).code_part
-    if code and verdict["status"] == "confirmed":  # the library pages inside the move, side by side
-        code_a = [v for v in (detect.value(r, code) for r in a_records) if v is not None]
-        code_b = [v for v in (detect.value(r, code) for r in b_records) if v is not None]
-        if code_a and code_b:
-            verdict["code_pages_delta"] = statistics.median(code_b) - statistics.median(code_a)
+    code = detect.code_moved(None, change, a_records, b_records) if verdict["status"] == "confirmed" else None
+    if code is not None:  # the library pages inside the move, side by side
+        verdict["code_pages_delta"] = code["delta"]
+        if code["estimated"]:
+            verdict["code_pages_estimated"] = True
     if failed:
         verdict["not_ok"] = failed
     # the side-by-side run measures with today's gradmem: at one release its figure may
@@ -302,8 +302,9 @@ def actionable(change):
 
 def mostly_code_pages(found):
     """True when at least half of a confirmed move (`found`: its verdict) is the library
-    code pages the figure holds (a step peak's pages paged in: `code_pages_delta`), the
-    same way: the step's own memory did not move that much."""
+    code pages the figure holds (a step peak's pages paged in: `code_pages_delta`,
+    estimated from the steady code pages for a first step measured before its own were
+    kept: `code_pages_estimated`), the same way: the step's own memory did not move that much."""
     code, delta = found.get("code_pages_delta"), found.get("delta")
     return bool(code is not None and delta and code * delta > 0 and abs(code) >= abs(delta) / 2)
 
@@ -351,7 +352,7 @@ def line(change):
     sweep = (f"sweep {detect.fmt(figure, change['before'])} -> {detect.fmt(figure, change['after'])} "
              f"({len(change['before_samples'])}+{len(change['after_samples'])} rounds)")
     if "before" in found:
-        rel = f" ({found['relative']:+.1%})" if found.get("relative") is not None else ""
+        rel = f" ({signed_percent(found['relative'])})" if found.get("relative") is not None else ""
         note = across_note(found)
         side = (f"side by side{note}{':' if note else ''} {detect.fmt(figure, found['before'])} -> "
                 f"{detect.fmt(figure, found['after'])}{rel}, {found['pairs']} pairs, p = {found['p']:.3g}"
@@ -361,7 +362,16 @@ def line(change):
     deps = change.get("dependencies_differ") or {}
     differ = ("; " + ", ".join(f"{d} {a} -> {b}" for d, (a, b) in deps.items()) + " differ") if deps else ""
     return (f"{change['workload']} {change['mode']} {figure}: {change['before_release']} -> {change['release']}: "
-            f"{side}; {sweep}{differ}")
+            f"{side}{code_note(found)}; {sweep}{differ}")
+
+
+def code_note(found):
+    """'; of which ... code pages' for a confirmed move mostly of library code pages, else ''."""
+    if not mostly_code_pages(found):
+        return ""
+    how = ", estimated from the steady code pages" if found.get("code_pages_estimated") else ""
+    return (f"; of which {found['code_pages_delta'] / detect.MIB:+.2f} MiB library code pages paged in{how}: "
+            f"not the framework's own memory, not actionable")
 
 
 def summary(document):

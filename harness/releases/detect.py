@@ -169,10 +169,9 @@ def parts(records, change):
             continue
         found.setdefault(group, {})[name] = b[(group, name)] - a[(group, name)]
     # the library pages inside the move (a figure that holds them: the step peaks, the footprints)
-    code = figures.get(change.figure).code_part
-    moved = median_delta(records, change, code) if code else None
-    if moved is not None:
-        found["code_pages"] = {code: moved}
+    code = code_moved(records, change)
+    if code is not None:
+        found["code_pages"] = code
     # a retained move is told by the kind of page kept (anon, file, shmem); a step's by its breakdown
     group = "retained" if change.figure == "retained" else "breakdown"
     candidates = [(abs(d), f"{group}.{n}", d) for n, d in found.get(group, {}).items()]
@@ -184,17 +183,25 @@ def parts(records, change):
     return found
 
 
-def median_delta(records, change, figure):
-    """median(B) - median(A) of `figure` over `change`'s two releases in `records` (the
-    rounds of one series), or None where either release has no value of it."""
-    def median(release):
-        values = [value(r, figure) for r in records if r.get("workload") == change.workload
-                  and r.get("mode") == change.mode and release_of(r) == release]
-        values = [v for v in values if v is not None]
-        return statistics.median(values) if values else None
-
-    a, b = median(change.before_release), median(change.release)
-    return None if a is None or b is None else b - a
+def code_moved(records, change, before=None, after=None):
+    """{"delta", "estimated"}: how far the library code pages inside `change`'s figure
+    moved, median to median, over the records of its two releases (`before`/`after`:
+    those records given apart, e.g. the side-by-side samples), where every record tells
+    them (figures.code_part; estimated where the records were written before the
+    figure's own were kept); None where the figure holds none or the records cannot tell."""
+    if not (figures.get(change["figure"] if isinstance(change, dict) else change.figure).code_part):
+        return None
+    if before is None:
+        key = (change.workload, change.mode)
+        before = [r for r in records if (r.get("workload"), r.get("mode")) == key
+                  and release_of(r) == change.before_release]
+        after = [r for r in records if (r.get("workload"), r.get("mode")) == key and release_of(r) == change.release]
+    figure = change["figure"] if isinstance(change, dict) else change.figure
+    sides = [[figures.code_part(r, figure) for r in side if r.get("status", "ok") == "ok"] for side in (before, after)]
+    if not all(sides) or any(v is None for side in sides for v, _ in side):
+        return None
+    medians = [statistics.median(v for v, _ in side) for side in sides]
+    return {"delta": medians[1] - medians[0], "estimated": any(e for side in sides for _, e in side)}
 
 
 def report(records, found, framework, env_info, size="small", commits=()):
