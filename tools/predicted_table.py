@@ -11,6 +11,7 @@ the predicted and measured MiB and the ratio. The figures come from the records'
 import sys
 
 from harness.measure import prediction
+from harness.report.fmt import signed_percent
 from harness.report.records import load
 from harness.units import MIB
 
@@ -28,8 +29,8 @@ def main(argv):
     print("|---|---|---:|---:|---|")
     for row in prediction.summary(records):
         mode = row["mode"] + ("" if row["same_program"] else " (another program: XLA)")
-        print(f"| {row['framework']} | {mode} | {row['cells']} | {row['median_error']:+.1%} "
-              f"| {row['worst_error']:+.1%} ({row['worst_cell']}) |")
+        print(f"| {row['framework']} | {mode} | {row['cells']} | {signed_percent(row['median_error'])} "
+              f"| {signed_percent(row['worst_error'])} ({row['worst_cell']}) |")
     print()
     print("| workload | size | framework | mode | prediction | predicted MiB | measured MiB | predicted / measured |")
     print("|---|---|---|---|---|---:|---:|---:|")

@@ -53,7 +53,8 @@ def add_arguments(parser):
     )
     parser.add_argument("--from", dest="first", default=None, help="the oldest release to sweep (default: the first)")
     parser.add_argument("--to", dest="last", default=None, help="the newest release to sweep (default: the newest)")
-    parser.add_argument("--repeats", type=int, default=3, help="rounds per release: its run-to-run band (default 3)")
+    parser.add_argument("--repeats", type=int, default=store.DEFAULT_ROUNDS,
+                        help=f"rounds per release: its run-to-run band (default {store.DEFAULT_ROUNDS})")
     parser.add_argument("--time-repeat", type=int, default=3, help="timed steps per cell, at least (default 3)")
     parser.add_argument(
         "--time-budget", action=cli_options.seconds_action(zero_ok=True), default=1.0,

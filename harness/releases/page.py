@@ -16,7 +16,7 @@ import statistics
 
 from harness.releases import confirm, detect, store
 from harness.report import svg
-from harness.report.fmt import esc, human_bytes, human_seconds
+from harness.report.fmt import esc, human_bytes, human_seconds, signed_percent
 from harness.report.page import CSS
 from harness.versions import index
 
@@ -80,10 +80,15 @@ def _intro(framework, records, releases, document, meta):
     meaning = "".join(f"<li><b>{esc(k)}</b>: {esc(v)}</li>" for k, v in document["meaning"].items())
     yanked = meta.get("yanked") or {}
     skipped = f" Skipped as yanked: {esc(', '.join(yanked))}." if yanked else ""
+    repeats = grid.get("repeats", "?")
+    # a store swept with fewer rounds than the command's default says so, so the page and
+    # the README (which gives the default) do not seem to disagree
+    chosen = (f" (<code>harness releases --repeats {esc(repeats)}</code>; the default is {store.DEFAULT_ROUNDS})"
+              if isinstance(repeats, int) and repeats != store.DEFAULT_ROUNDS else "")
     return (
         f'<p class="meaning">{len(releases)} releases of {esc(framework)}, {len(records)} records ({ok} ok), '
-        f'size {esc(grid.get("size", "?"))} {esc(grid.get("dtype", ""))} on CPU, {esc(grid.get("repeats", "?"))} rounds '
-        f"per release (each cell a fresh worker per pass, as <code>harness run</code>).{skipped} "
+        f'size {esc(grid.get("size", "?"))} {esc(grid.get("dtype", ""))} on CPU, {esc(repeats)} rounds '
+        f"per release{chosen} (each cell a fresh worker per pass, as <code>harness run</code>).{skipped} "
         f"Memory figures are bytes above a baseline taken in the worker (docs/measurement.md); "
         f"a dot is one round, the line joins the medians.</p>"
         f'<p class="meaning">{esc(document["rule"])}. Releases marked * ran with other NumPy/SciPy than the pinned '
@@ -186,7 +191,7 @@ def _side_by_side(c):
     if "before" not in found:
         return esc(found.get("why", "not measured side by side"))
     label = detect.fmt
-    rel = f" ({found['relative']:+.1%})" if found.get("relative") is not None else ""
+    rel = f" ({signed_percent(found['relative'])})" if found.get("relative") is not None else ""
     samples = (", ".join(label(c["figure"], v) for v in found["before_samples"]) + " → "
                + ", ".join(label(c["figure"], v) for v in found["after_samples"]))
     why = f"<br>{esc(found['why'])}" if found.get("why") else ""
@@ -201,7 +206,7 @@ def _changes(changes):
     rows = []
     for c in changes:
         label = detect.fmt
-        rel = f"{c['relative']:+.1%}" if c["relative"] is not None else "–"
+        rel = signed_percent(c["relative"]) if c["relative"] is not None else "–"
         part = (c.get("parts") or {}).get("moved", "")
         phases = ", ".join(f"{k} {v / detect.MIB:+.2f} MiB" for k, v in ((c.get("parts") or {}).get("phase") or {}).items())
         deps = "; ".join(f"{d} {a} → {b}" for d, (a, b) in c["dependencies_differ"].items())

@@ -32,6 +32,9 @@ from harness.sweep import resume
 from harness.versions import index
 
 ROUND_KEY = "release_round"
+#: rounds per release when `harness releases --repeats` is not given: the run-to-run band
+#: the detector needs (a store records its own count in FRAMEWORK.sweep.json's grid)
+DEFAULT_ROUNDS = 3
 #: left out of FRAMEWORK.jsonl (14 KB of a 20 KB record; no figure of the page uses them)
 COMPACTED = ("time_samples_s", "timeline")
 

@@ -40,6 +40,15 @@ def human_seconds(value):
     return f"{value / 1e-9:.3g} ns"
 
 
+def signed_percent(fraction, digits=1):
+    """A relative change with its sign: 0.123 -> '+12.3%'. One that rounds to zero at
+    `digits` is '0.0%', never '-0.0%' (a sign the shown figure does not have)."""
+    if not is_number(fraction):
+        return "–"
+    text = f"{fraction:+.{digits}%}"
+    return text[1:] if float(text[1:-1]) == 0 else text
+
+
 def human_ratio(value):
     return f"{value:.2f}×" if is_number(value) else "–"
 

@@ -12,6 +12,7 @@ from harness.report import (charts, gradients, grid, lowest, orders, predicted, 
 from harness.report import records as rec
 from harness.report.fmt import esc
 from harness.results import write_text_atomic
+from harness.sweep import resume
 
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; max-width: 1400px; }
@@ -80,6 +81,13 @@ def write_page(files, out_dir, title="gradmem comparison", history_url=None):
 
 
 def render(records, files, title="gradmem comparison", history_url=None):
+    # A cell measured again is shown by its newest record (the grid's rule), and counted,
+    # its status and provenance told, once: the count agrees with the site's front page.
+    shown = resume.newest(records)
+    superseded = len(records) - len(shown)
+    count = f"{len(shown)} cells from {len(files)} file(s)"
+    if superseded:
+        count += f" (each cell's newest record; {superseded} older record(s) of cells measured again not shown)"
     # Records with a batch (`harness scale`) are points of a line, not cells of the grid.
     scaled = [r for r in records if r.get("batch") is not None]
     plain = [r for r in records if r.get("batch") is None]
@@ -105,10 +113,10 @@ def render(records, files, title="gradmem comparison", history_url=None):
 <link rel="icon" href="data:,">
 <title>{esc(title)}</title><style>{CSS}</style></head>
 <body><h1>{esc(title)}</h1>
-<p>{len(records)} cells from {len(files)} file(s). {statuses.summary(records)}</p>
+<p>{esc(count)}. {statuses.summary(shown)}</p>
 <nav>{nav}<a href="#statuses">statuses</a><a href="#provenance">provenance</a></nav>
 {sections}
-<section id="statuses"><h2>Cells that did not run</h2>{statuses.render(records)}</section>
-<section id="provenance"><h2>Provenance</h2>{provenance.render(records, files)}</section>
+<section id="statuses"><h2>Cells that did not run</h2>{statuses.render(shown)}</section>
+<section id="provenance"><h2>Provenance</h2>{provenance.render(shown, files)}</section>
 </body></html>
 """

@@ -11,11 +11,11 @@ figure is never shown as a measured one (harness/measure/prediction.py).
 """
 
 from harness.measure import prediction
-from harness.report.fmt import esc, human_bytes, human_ratio
+from harness.report.fmt import esc, human_bytes, human_ratio, signed_percent
 
 
 def _error(value):
-    return f"{value:+.1%}"
+    return signed_percent(value)
 
 
 def _summary(records):

@@ -9,17 +9,33 @@ ones, so the commit, machine and versions stay readable.
 import json
 from collections import Counter, defaultdict
 
-from harness.report.fmt import esc
+from harness.report.fmt import esc, human_bytes
 
 PER_CELL_WHEN_MORE_THAN = 3  # distinct values: more means a per-cell measurement
 FIRST = ("git_commit", "machine", "python", "threads", "seed")
 WHEN = ("started_at", "finished_at")  # shown once, as the span the cells were measured in
 
 
-def _text(value):
+#: the sweep's limits as a reader reads them: {provenance key: (option, what null means)}
+#: (harness/sweep/cell_runner.py SETTINGS records them; null is a limit that was off)
+LIMITS = {
+    "memory_limit_bytes": ("--memory-limit", "none: no address-space limit"),
+    "timeout_s": ("--timeout", "none: no time limit"),
+}
+
+
+def _text(value, key=None):
+    if key in LIMITS:
+        option, off = LIMITS[key]
+        if value is None:
+            return f"{off} ({option})"
+        if key == "memory_limit_bytes" and isinstance(value, int):
+            return f"{human_bytes(value)} ({value} bytes, {option})"
+        if isinstance(value, (int, float)):
+            return f"{value:g} s ({option})"
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True)
-    return str(value)
+    return "null" if value is None else str(value)
 
 
 def collect(records):
@@ -32,7 +48,7 @@ def collect(records):
                 for name, item in value.items():
                     fields[f"{key}.{name}"][_text(item)] += 1
             elif key not in WHEN:
-                fields[key][_text(value)] += 1
+                fields[key][_text(value, key)] += 1
     return fields
 
 

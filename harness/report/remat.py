@@ -10,7 +10,7 @@ and TF's recompute_grad have been reported to do that).
 
 from harness import figures
 from harness.report import records as rec
-from harness.report.fmt import esc, human_bytes, human_seconds
+from harness.report.fmt import esc, human_bytes, human_seconds, signed_percent
 
 DROP = 0.02
 
@@ -52,7 +52,7 @@ def _cell(record, baseline):
         extra = figures.value(record, "time") - figures.value(baseline, "time")
         noisy = " ~ noisy" if record.get("time_noisy") or baseline.get("time_noisy") else ""
         return (
-            f'<td class="remat-{kind}">{text}<br><span class="ratio">{change:+.0%} · {kind}</span>'
+            f'<td class="remat-{kind}">{text}<br><span class="ratio">{signed_percent(change, 0)} · {kind}</span>'
             f'<br><span class="time">recompute {esc(human_seconds(extra))}/step{noisy}</span></td>'
         )
     return f"<td>{text}</td>"

@@ -20,6 +20,7 @@ from harness import figures
 from harness.diff import compare, select
 from harness.diff import page as diff_page
 from harness.releases import confirm, detect
+from harness.report.fmt import signed_percent
 from harness.report.records import load as load_records
 from harness.site.layout import page, with_home_link
 
@@ -147,7 +148,7 @@ def _confirmation(change):
         return f"<td>{html.escape(str(found))}</td>"
     details = []
     if isinstance(found.get("relative"), (int, float)):
-        details.append(f"{found['relative']:+.1%} side by side")
+        details.append(f"{signed_percent(found['relative'])} side by side")
     if isinstance(found.get("p"), (int, float)):
         details.append(f"p {found['p']:.3g}")
     if isinstance(found.get("pairs"), int):
@@ -184,7 +185,7 @@ def render_overview(per_framework, with_page, diffs=None):
         return f'<a href="{html.escape(name)}.html{html.escape(anchor)}">{html.escape(name)}</a>'
 
     def row(c):
-        relative = f" ({c['relative']:+.1%})" if c.get("relative") is not None else ""
+        relative = f" ({signed_percent(c['relative'])})" if c.get("relative") is not None else ""
         figure = html.escape(c["figure"]) + (" <span class=\"meta\">(advisory: time on a shared machine)</span>"
                                              if c.get("advisory") else "")
         return (

@@ -40,6 +40,7 @@ import time
 
 from harness import choices, figures, frameworks, workloads
 from harness.console import say
+from harness.report.fmt import signed_percent
 from harness.frameworks.base import Unavailable
 from harness import cli_options, interrupts
 from harness.sweep import environment
@@ -194,7 +195,7 @@ def _conclude(result, stage, args, wall_s):
     if result.kind == "end_failed":
         say(f"cannot bisect: {result.message}")
         return 3
-    change = f"{result.change:+.1%}" if result.change is not None else "?"
+    change = signed_percent(result.change) if result.change is not None else "?"
     if result.kind == "no_difference":
         print(
             f"no difference beyond {args.threshold:.0%}: good {stage.name(result.probes[0].candidate)} {good}, "

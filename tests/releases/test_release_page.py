@@ -6,6 +6,7 @@ clean console."""
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,25 @@ def test_a_stage_two_finding_names_its_commit_beside_the_change_it_bisected(publ
     page = (published / "autograd.html").read_text()
     assert "first bad commit <b>abcdef123456 keep contributions in a list</b>" in page
     assert "6.00 MiB → 14.00 MiB" in page and "not this one" not in page and "nor this one" not in page
+
+
+def test_the_rounds_per_release_agree_with_the_default_the_readme_gives(published):
+    # a store swept with --repeats 2 says so beside the command's default (the README's 3)
+    page = (published / "autograd.html").read_text()
+    assert "--repeats" not in page  # no grid recorded: no claim about it
+    (published / "autograd.sweep.json").write_text(json.dumps({"grid": {"repeats": 2, "size": "tiny"}}))
+    assert cli.main(["releases", "--framework", "autograd", "--out", str(published), "--page-only"]) == 0
+    page = (published / "autograd.html").read_text()
+    assert (f"2 rounds per release (<code>harness releases --repeats 2</code>; the default is "
+            f"{store.DEFAULT_ROUNDS})") in page
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert f"`--repeats` rounds each, {store.DEFAULT_ROUNDS} by default" in readme
+
+
+def test_a_change_that_rounds_to_zero_has_no_sign():
+    from harness.releases import page
+
+    shown = page._side_by_side({"figure": "step_peak", "confirmation": {
+        "status": "not confirmed", "before": 60 * MIB, "after": 60 * MIB - 20 * 1024, "relative": -0.0003,
+        "pairs": 5, "p": 0.23, "before_samples": [60 * MIB], "after_samples": [60 * MIB - 20 * 1024]}})
+    assert "(0.0%)" in shown and "-0.0%" not in shown

@@ -185,3 +185,38 @@ def test_a_numpy_row_timed_on_pinned_blas_kernels_is_marked_and_no_other_row_is(
     notes = table.pinned_blas_notes(recs)
     assert len(notes) == 1 and notes[0].startswith("time of reference: ") and "OPENBLAS_CORETYPE=Haswell" in notes[0]
     assert notes[0] in table.format_table(recs)
+
+
+def test_a_cell_measured_again_is_counted_once_by_its_newest_record(tmp_path):
+    # the site's front page counts cells by their newest record; the page counted records
+    again = [fixture_record("chained_dot", "torch", status="error", message="first try failed"),
+             *fixture_records()]
+    page = render(tmp_path, again)
+    shown = len(fixture_records())
+    assert f"<p>{shown} cells from 1 file(s) (each cell&#x27;s newest record; 1 older record(s) of cells " in page
+    statuses = page[page.index('id="statuses"'):page.index('id="provenance"')]
+    assert "first try failed" not in statuses  # measured again, ok: not a cell that did not run
+    assert "error: 2" not in page and "error: 1" in page
+
+
+def test_provenance_says_what_a_null_limit_means():
+    from harness.report import provenance
+
+    record = fixture_record()
+    record["provenance"].update(memory_limit_bytes=None, timeout_s=600.0)
+    limited = fixture_record("rnn_fanout")
+    limited["provenance"].update(memory_limit_bytes=2 << 30, timeout_s=None)
+    table = provenance.render([record], ["r.jsonl"])
+    assert "<th>memory_limit_bytes</th><td>none: no address-space limit (--memory-limit)</td>" in table
+    assert "<th>timeout_s</th><td>600 s (--timeout)</td>" in table
+    assert ">None<" not in table
+    table = provenance.render([limited], ["r.jsonl"])
+    assert "2 GiB (2147483648 bytes, --memory-limit)" in table and "none: no time limit (--timeout)" in table
+
+
+@pytest.mark.parametrize("fraction, digits, shown", [
+    (-0.0003, 1, "0.0%"), (0.0004, 1, "0.0%"), (0.0, 1, "0.0%"), (-0.0006, 1, "-0.1%"), (0.123, 1, "+12.3%"),
+    (-0.004, 0, "0%"), (0.006, 0, "+1%"), (None, 1, "–"),
+])
+def test_a_signed_percent_that_rounds_to_zero_has_no_sign(fraction, digits, shown):
+    assert fmt.signed_percent(fraction, digits) == shown
