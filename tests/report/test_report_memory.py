@@ -22,10 +22,12 @@ def test_the_grid_leads_with_the_step_peak_and_shows_retained_beside_it(tmp_path
     big = fixture_record("chained_dot", "jax", retained_bytes=200 * MIB,
                          peak_bytes={"forward": 3 * MIB, "backward": 5 * MIB, "total": 5 * MIB})
     page = render(tmp_path, [fixture_record(), big])
-    jax_cell = re.findall(r'<td class="cell status-ok"[^>]*>(.*?)</td>', page)[1]
+    (_, reference_class), (jax_cell, jax_class) = [
+        (body, cls) for cls, body in re.findall(r'<td class="cell status-ok( lowest)?"[^>]*>(.*?)</td>', page)]
     assert '<div class="peak">5 MiB<span class="retained"> + 200 MiB retained</span>' in jax_cell
-    # The colour and the ratio use the step peak (5 MiB / 4 MiB bound), not the footprint.
-    assert "1.25× bound" in jax_cell
+    # The lowest-of-row mark and the ratio use the step peak (5 MiB against the
+    # reference's 6 MiB; 5 MiB / 4 MiB bound), not the footprint (205 MiB against 8)
+    assert "1.25× bound" in jax_cell and jax_class == " lowest" and reference_class == ""
     assert grid.MEANING in page and "<b>step peak</b>" in page and "<b>footprint</b>" in page
 
 

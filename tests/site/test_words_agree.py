@@ -7,6 +7,7 @@ import json
 import pathlib
 import re
 
+from harness.releases import store
 from harness.site import comparisons
 from harness.units import MIB
 
@@ -28,12 +29,22 @@ def test_a_set_has_the_same_cell_count_on_the_front_page_and_its_comparison_page
 
 
 def test_no_page_shows_a_negative_zero(site):
-    # releases/NAME.html are `harness releases`' pages, copied as written (their own test:
-    # tests/releases/test_release_page.py); every other page is written by the site
-    copied = {site / "releases" / p.name for p in (ROOT / "releases").glob("*.html")}
+    # the release pages (releases/NAME.html, as `harness releases` wrote them) included
     for path in site.rglob("*.html"):
-        if path not in copied:
-            assert not re.search(r"-0\.0+ ?%", path.read_text()), path
+        assert not re.search(r"-0\.0+ ?%", path.read_text()), path
+
+
+def test_each_release_page_s_rounds_agree_with_the_readme(site):
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"`--repeats` rounds each, {store.DEFAULT_ROUNDS} by default" in readme
+    for meta in (ROOT / "releases").glob("*.sweep.json"):
+        name = meta.name[:-len(".sweep.json")]
+        repeats = json.loads(meta.read_text())["grid"]["repeats"]
+        page = (site / "releases" / f"{name}.html").read_text()
+        said = f"{repeats} rounds per release"
+        if repeats != store.DEFAULT_ROUNDS:
+            said += f" (<code>harness releases --repeats {repeats}</code>; the default is {store.DEFAULT_ROUNDS})"
+        assert said in page, name
 
 
 def test_the_seed_reports_speak_of_what_the_project_measured(site):
