@@ -15,9 +15,11 @@ Layout (docs/design.md, "Layout"). Every command `python -m harness NAME` is
   observatory; `inventory/` what this machine can measure (`list`).
 
 What every room shares stays at the top: `cli` (the entry), `cli_options` (the shared
-options), `choices` (the valid names), `units` (bytes), `results` (the record and its
-files), `figures` (how each figure is read from a record), `origin` (a record's
-provenance), `interrupts` (signals), `console`; and two integrations, `asv_env` (asv's
-environments) and `pytest_plugin` (the step_memory marker).
+options), `choices` (the valid names), `units` (bytes), `remat_strategies` (the remat
+strategies' names and segmentation, read by the engine and the adapters), `results`
+(the record and its files), `figures` (how each figure is read from a record),
+`origin` (a record's provenance), `interrupts` (signals), `console`; and two
+integrations, `asv_env` (asv's environments) and `pytest_plugin` (the step_memory
+marker).
 """
 __version__ = "0.1.0"

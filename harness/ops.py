@@ -21,7 +21,7 @@ Names follow the Python array API standard where it has one. Conventions:
 
 ``checkpoint`` and ``chain`` take functions: they mark the segments a remat strategy
 may recompute in the backward pass (``load(..., remat=...)``; see
-harness/frameworks/remat.py). Without remat they are the plain call and the plain loop.
+harness/remat_strategies.py). Without remat they are the plain call and the plain loop.
 
 ``OPS`` lists every name; ``missing_ops(namespace)`` is what the adapter tests use to
 check that a namespace implements the whole contract.
@@ -70,7 +70,7 @@ OPS = {
     "max_pool2d": ("max_pool2d(x, size=2)", "max over size x size windows, stride size; NCHW"),
     "upsample2d": ("upsample2d(x, scale=2)", "nearest-neighbour upsampling of H and W; NCHW"),
     "cumsum": ("cumsum(x, axis)", "inclusive cumulative sum along axis"),
-    # segments a remat strategy may recompute (harness/frameworks/remat.py); with remat
+    # segments a remat strategy may recompute (harness/remat_strategies.py); with remat
     # "none" they are the plain call and the plain loop
     "checkpoint": (
         "checkpoint(f, *xs)",

@@ -55,7 +55,8 @@ def test_parse_choices_all_and_lists():
     assert parse_choices("size", "small, tiny", ("tiny", "small")) == ["small", "tiny"]
 
 
-# ---- remat: the strategy names and the sqrt segmentation (harness/frameworks/remat.py) ----
+# ---- remat: the strategy names and the sqrt segmentation (harness/remat_strategies.py,
+# which harness/frameworks/remat.py names for the adapters) and the plain ops ----
 def test_parse_remat_reads_every_spelling():
     assert remat.parse_remat("none") == ("none", None)
     assert remat.parse_remat("native") == ("native", None)

@@ -14,14 +14,18 @@ that lead to no requested variable never run; float32 stays float32; and the led
 counts every buffer it holds, views once. docs/engine.md says what each saved and
 transient byte is for.
 
-Modules, one job each: xp (NumPy or CuPy), ledger (live bytes), tape (traced values,
-nodes, primitives), prims (every primitive with its VJP), blas (C += A @ B in one
-gemm), ops (the op set), backward (the reverse pass and its schedules), api (vjp,
-value_and_grad), remat (the checkpoint and chain ops and the plan they follow: none, sqrt/native,
-revolve:S, articulation), remat_revolve (binomial checkpointing of a chain),
-remat_articulation (snapshots at the graph's separators), remat_simulate (the
-predicted peak of a chain under a plan), testing (check_grads), demo (the figures:
-`python -m harness.engine`).
+Modules, one job each, each importing only those listed before it: xp (NumPy or
+CuPy), blas (C += A @ B in one gemm), ledger (live bytes), trace (the traces running
+now: their ledger, phase and order), saving (what a VJP keeps, and how cheaply), tape
+(traced values, nodes, primitives), prims/ (every primitive with its VJP, one module
+per family), backward (the reverse pass and its schedules), api (vjp,
+value_and_grad), remat_articulation (snapshots at the graph's separators), remat_node
+(a recomputed stretch as one node), remat_revolve (binomial checkpointing of a chain),
+remat (the checkpoint and chain ops and the plan they follow: none, sqrt/native,
+revolve:S, articulation), ops (the op set), remat_simulate (the predicted peak of a
+chain under a plan), testing (check_grads). The engine imports nothing of harness/
+above it: the remat strategies' names and segmentation come from
+harness/remat_strategies.py, a leaf the adapters read too.
 """
 
 from harness.engine import ops, remat

@@ -12,7 +12,8 @@ import weakref
 from harness.engine import xp
 from harness.engine.backward import backward as backward_pass
 from harness.engine.backward import check_order
-from harness.engine.tape import Leaf, Var, tracing
+from harness.engine.tape import Leaf, Var
+from harness.engine.trace import tracing
 
 
 def vjp(f, *args, argnums=0, order="heap", ledger=None):

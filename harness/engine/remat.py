@@ -1,6 +1,6 @@
 """Rematerialisation: the ``checkpoint`` and ``chain`` ops and the plan they follow.
 
-A workload marks its segments once (harness/frameworks/remat.py states the contract):
+A workload marks its segments once (harness/remat_strategies.py states the contract):
 ``checkpoint(f, *xs)`` is one segment, ``chain(step, x, n, consts)`` a chain of n
 steps. What the engine does with them depends on the plan in force, set around the
 forward pass with ``with remat_plan("sqrt"): ...`` (the adapter does it):
@@ -23,9 +23,12 @@ forward pass with ``with remat_plan("sqrt"): ...`` (the adapter does it):
 import contextlib
 
 from harness.engine.backward import backward as backward_pass
-from harness.engine.tape import Leaf, Node, Var, current_ledger, current_order, tracing
+from harness.engine.remat_node import one_node
+from harness.engine.tape import Leaf, Var
+from harness.engine.trace import current_ledger, current_order, tracing
 from harness.engine.xp import array_module
-from harness.frameworks.remat import flatten, parse_remat, run_steps, segmented_chain
+from harness.remat_strategies import flatten, parse_remat, run_steps, segmented_chain
+
 
 class Plan:
     """A parsed remat string, plus what planning found (articulation's snapshots)."""
@@ -112,28 +115,6 @@ def recomputed(f, xs, name):
     return one_node(name, [a.node if type(a) is Var else None for a in args], replay.backprop, out)
 
 
-def one_node(name, parents, backprop, out):
-    """A node for `out` whose VJPs all come from one ``backprop(g) -> {parent index:
-    cotangent}``, run on the first call (one recomputation serves every input)."""
-    shared = _SharedCotangents(backprop)
-    vjps = [None if parent is None else shared.vjp(i) for i, parent in enumerate(parents)]
-    return Var(out, Node(name, tuple(parents), vjps, out.shape, out.dtype))
-
-
-class _SharedCotangents:
-    def __init__(self, backprop):
-        self.backprop, self.cotangents = backprop, None
-
-    def vjp(self, i):
-        return lambda g: self.take(i, g)
-
-    def take(self, i, g):
-        if self.cotangents is None:
-            backprop, self.backprop = self.backprop, None
-            self.cotangents = backprop(g)
-        return self.cotangents.pop(i)
-
-
 class _Replay:
     """The backward pass of a recomputed segment: re-run it traced from its saved
     inputs and backpropagate through it once, for all of them."""
@@ -163,13 +144,3 @@ def _zeros_if_none(grad, leaf, like, ledger):
     if ledger is not None:
         ledger.track(zeros, "backward:zeros")
     return zeros
-
-
-def value_of(a):
-    """The raw array of a traced or plain value."""
-    return a.value if type(a) is Var else a
-
-
-def steps_raw(step, x, start, stop, consts):
-    """Steps start..stop-1 on raw values: nothing recorded (the ledger still counts)."""
-    return run_steps(step, value_of(x), start, stop, {k: value_of(v) for k, v in consts.items()})

@@ -26,7 +26,8 @@ they need until they run, as in a plain backward pass.
 import collections
 import math
 
-from harness.engine.tape import Lazy, current_ledger, current_order, make_node, make_vjps, making_nodes, run_forward, track_output, tracing
+from harness.engine.tape import Lazy, make_node, make_vjps, making_nodes, track_output
+from harness.engine.trace import current_ledger, current_order, tracing
 
 
 class TooFewSeparators(ValueError):
@@ -225,7 +226,7 @@ class Span:
                             del values[ref]
                     else:
                         args.append(ref)
-                out = run_forward(prim, args, params)
+                out = prim.run_forward(args, params)
                 if self.ledger is not None:
                     track_output(self.ledger, out, args[: len(node.parents)], "recompute:" + prim.name)
                 node.vjps = make_vjps(prim, args, params, node.parents, out)

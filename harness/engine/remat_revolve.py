@@ -25,9 +25,10 @@ import functools
 import math
 
 from harness.engine.backward import backward as backward_pass
-from harness.engine.remat import one_node, steps_raw, value_of
+from harness.engine.remat_node import one_node, steps_raw, value_of
 from harness.engine.xp import array_module
-from harness.engine.tape import Leaf, Var, current_ledger, current_order, tracing
+from harness.engine.tape import Leaf, Var
+from harness.engine.trace import current_ledger, current_order, tracing
 
 
 @functools.lru_cache(maxsize=None)

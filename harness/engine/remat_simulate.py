@@ -20,7 +20,7 @@ events replayed here in its order:
 compare it with the ledger within 5 %.
 """
 
-from harness.frameworks.remat import parse_remat, sqrt_segments
+from harness.remat_strategies import parse_remat, sqrt_segments
 
 
 class _Tally:

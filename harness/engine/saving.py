@@ -40,6 +40,7 @@ import weakref
 from numpy import ndarray
 
 from harness.engine import xp
+from harness.engine.trace import current_ledger, current_phase
 
 MAX_DEPTH = 8  # how far back a recipe may reach (a recurrence would otherwise chain every step)
 
@@ -64,7 +65,7 @@ def _mark_saved(array, why):
             _saved[key] = weakref.ref(base, functools.partial(_forget, key))
         except TypeError:  # an array type without weak references: never counted as saved
             pass
-    ledger = _tape.current_ledger()
+    ledger = current_ledger()
     if ledger is not None:
         ledger.note_saved(base, why)
 
@@ -149,9 +150,7 @@ class Rebuilt:
     ndim = property(lambda self: len(self.shape))
 
     def value(self):
-        from harness.engine.tape import run_forward
-
-        return run_forward(self.prim, [value(v) for v in self.operands] + list(self.extra), self.params)
+        return self.prim.run_forward([value(v) for v in self.operands] + list(self.extra), self.params)
 
     def rows(self, lo, hi):
         """``value()[:, :, lo:hi]`` of an NCHW map (a conv's input slab), made without
@@ -256,9 +255,9 @@ def _keep(x, recipe, why, depth):
 
 def _compact(x):
     copy = x.copy()
-    ledger = _tape.current_ledger()
+    ledger = current_ledger()
     if ledger is not None:
-        ledger.track(copy, f"{_tape.current_phase()}:getitem")  # a copy of a slice: the op that sliced
+        ledger.track(copy, f"{current_phase()}:getitem")  # a copy of a slice: the op that sliced
     return copy
 
 
@@ -295,7 +294,3 @@ class showing_recipes:
 
     def __exit__(self, *exc):
         _operand_recipes.pop()
-
-
-# Last: tape imports this module, and runs ops (its calibration) as it is imported.
-from harness.engine import tape as _tape  # noqa: E402

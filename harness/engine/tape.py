@@ -26,28 +26,13 @@ import sys
 import numpy as np
 
 from harness.engine import saving, xp
+from harness.engine.trace import stack as _traces
 
 _sequence = itertools.count()
-
-# Stack of (ledger, phase, order) of the traces running now; the innermost is last. Ops
-# read the ledger from it, so a forward pass is accounted without passing a ledger to
-# each op; a checkpointed segment reads the ledger and order its recomputation will use.
-_traces = []
 
 # Stack of node makers that replace `make_node` while they are active: the articulation
 # plan (remat_articulation.py) uses one to record recipes instead of saved arrays.
 _node_makers = []
-
-
-@contextlib.contextmanager
-def tracing(ledger, phase="forward", order="heap"):
-    """Run the body as a trace accounted in `ledger` (None: no accounting); `order` is
-    the backward schedule of the pass that will consume it."""
-    _traces.append((ledger, phase, order))
-    try:
-        yield
-    finally:
-        _traces.pop()
 
 
 @contextlib.contextmanager
@@ -58,18 +43,6 @@ def making_nodes(maker):
         yield
     finally:
         _node_makers.pop()
-
-
-def current_ledger():
-    return _traces[-1][0] if _traces else None
-
-
-def current_order():
-    return _traces[-1][2] if _traces else "heap"
-
-
-def current_phase():
-    return _traces[-1][1] if _traces else "forward"
 
 
 class Node:
@@ -174,6 +147,18 @@ class Prim:
     def __call__(self, *args, **params):
         return apply(self, args, params)
 
+    def run_forward(self, values, params, n=None):
+        """The forward on raw values (`n` of them operands), always returning an array."""
+        n = len(values) if n is None else n
+        try:
+            out = self.forward(*values, **params)
+        except (ValueError, TypeError, IndexError) as error:
+            kind = TypeError if isinstance(error, TypeError) else ValueError
+            raise kind(f"{self.name}: {error} (operands: {describe(values[:n])})") from error
+        if not xp.is_array(out):  # NumPy returns scalars from 0-d computations
+            out = xp.array_module(*values[:n]).asarray(out)
+        return out
+
     def __repr__(self):
         return f"<primitive {self.name}>"
 
@@ -226,7 +211,7 @@ def apply(prim, args, params):
     # (never under a node maker such as articulation's, which may keep operands by value)
     into = donated(args, values, n) if prim.writes_into is not None and parents is not None and not _node_makers else None
     if into is None:
-        out = run_forward(prim, values, params, n)
+        out = prim.run_forward(values, params, n)
     else:  # the temporary's buffer becomes the output: one activation fewer in flight
         out = prim.writes_into(*values[:n], out=into)
         recipes = None  # no recipe may name the overwritten operand
@@ -372,19 +357,6 @@ def make_vjps(prim, values, params, parents, out):
     if makers is not None:  # (defvjp's: one maker per operand, called without make_vjp's dispatch)
         return [None if parent is None else makers[i](out, *values, **params) for i, parent in enumerate(parents)]
     return [None if parent is None else prim.make_vjp(i, out, *values, **params) for i, parent in enumerate(parents)]
-
-
-def run_forward(prim, values, params, n=None):
-    """`prim`'s forward on raw values, always returning an array."""
-    n = len(values) if n is None else n
-    try:
-        out = prim.forward(*values, **params)
-    except (ValueError, TypeError, IndexError) as error:
-        kind = TypeError if isinstance(error, TypeError) else ValueError
-        raise kind(f"{prim.name}: {error} (operands: {describe(values[:n])})") from error
-    if not xp.is_array(out):  # NumPy returns scalars from 0-d computations
-        out = xp.array_module(*values[:n]).asarray(out)
-    return out
 
 
 def track_output(ledger, out, operands, tag):

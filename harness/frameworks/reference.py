@@ -92,7 +92,7 @@ class ReferenceAdapter(Adapter):
         from harness.engine.remat_articulation import TooFewSeparators, plan_articulation
 
         def trace():
-            with engine.tape.tracing(None):
+            with engine.trace.tracing(None):
                 return loss_fn(self.ops, engine.api.boxed_leaves(params), inputs)
 
         try:

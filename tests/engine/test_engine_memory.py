@@ -12,7 +12,8 @@ import pytest
 
 from harness.engine import ORDERS, Ledger, ops, value_and_grad, vjp
 from harness.engine.backward import backward
-from harness.engine.tape import Leaf, Var, tracing
+from harness.engine.tape import Leaf, Var
+from harness.engine.trace import tracing
 from harness.engine.testing import tracemalloc_peak
 
 F32 = np.float32

@@ -19,7 +19,8 @@ from harness.engine.remat import Plan, remat_plan
 from harness.engine.remat_articulation import TooFewSeparators, find_separators, plan_articulation
 from harness.engine.remat_revolve import first_sweep, griewank_recomputations, min_recomputations
 from harness.engine.remat_simulate import simulate_chain
-from harness.engine.tape import Leaf, Var, tracing
+from harness.engine.tape import Leaf, Var
+from harness.engine.trace import tracing
 from harness.engine.testing import check_grads
 from harness.frameworks import get as get_adapter
 from harness.frameworks.base import Unavailable
