@@ -139,3 +139,115 @@ def test_no_tracked_link_points_outside_the_repository():
         if not link.resolve().is_relative_to(ROOT.resolve()):
             outside.append(f"{target} -> {link.readlink() if link.is_symlink() else '?'}")
     assert not outside, "tracked links that point outside the repository:\n" + "\n".join(outside)
+
+
+# ---- the engine's imports (docs/design.md, "The reference engine") ---------------------
+
+ENGINE = "harness.engine"
+#: the only modules outside engine/ the engine may import: leaves under every room
+#: (choices: the error every bad name raises; remat_strategies: the remat names and the
+#: segmentation, which the adapters read too), so the engine needs nothing above it
+ENGINE_LEAVES = ("harness.choices", "harness.remat_strategies")
+
+
+def harness_imports(path, modules, root=ROOT):
+    """{imported harness module: first line} of the module at `path`, every import
+    statement at any depth (a function-level import counts: it runs, and can close a
+    circle, as a top-level one does). `from a.b import c` names the module a.b.c where
+    that is one, else a.b."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = ".".join(path.relative_to(root).parts[:-1])  # a module's, or an __init__'s own
+    found = {}
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the module's own package up
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        for name in names:
+            if name in modules:
+                found.setdefault(name, node.lineno)
+    return found
+
+
+def import_circles(graph):
+    """Every strongly connected set of two or more modules in {module: {imported}} (a
+    module that imports itself counts too), each as a sorted list."""
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(module):  # Tarjan's algorithm
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for other in graph.get(module, ()):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            members = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                members.append(member)
+                if member == module:
+                    break
+            if len(members) > 1 or module in graph.get(module, ()):
+                circles.append(sorted(members))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def _engine_graph():
+    modules = _modules()
+    return modules, {name: harness_imports(path, modules) for name, path in modules.items()
+                     if name == ENGINE or name.startswith(ENGINE + ".")}
+
+
+def test_the_engine_imports_nothing_of_harness_above_it():
+    # the frameworks, the commands and the workloads use the engine, never the other
+    # way: an engine that imports an adapter or a command drags the CLI into every
+    # step it runs, and cannot be read (or vendored) on its own
+    modules, graph = _engine_graph()
+    outside = [f"{modules[name].relative_to(ROOT)}:{line}: imports {other}"
+               for name, imports in graph.items() for other, line in imports.items()
+               if not other.startswith(ENGINE + ".") and other != ENGINE and other not in ENGINE_LEAVES]
+    assert not outside, "\n".join(outside)
+    # and the leaves it may import are leaves: nothing of harness but each other
+    above = [f"{leaf} imports {other}" for leaf in ENGINE_LEAVES
+             for other in harness_imports(modules[leaf], modules) if other not in ENGINE_LEAVES]
+    assert not above, above
+
+
+def test_the_engine_has_no_import_circle():
+    # each module can be read knowing only those below it (harness/engine/__init__.py
+    # lists them in that order)
+    _, graph = _engine_graph()
+    circles = import_circles({name: set(imports) for name, imports in graph.items()})
+    assert not circles, circles
+
+
+def test_the_import_scan_finds_a_circle_through_a_function_level_import(tmp_path):
+    # the scan itself: a top-level import one way and an import inside a function the
+    # other way are a circle; a relative import resolves; a chain is none
+    package = tmp_path / "harness" / "engine"
+    package.mkdir(parents=True)
+    (package / "a.py").write_text("from harness.engine import b\n")
+    (package / "b.py").write_text("def later():\n    from harness.engine.a import thing\n")
+    (package / "c.py").write_text("from . import b\nimport harness.choices\n")
+    modules = {"harness.engine.a": package / "a.py", "harness.engine.b": package / "b.py",
+               "harness.engine.c": package / "c.py", "harness.choices": package / "c.py"}
+    graph = {name: set(harness_imports(modules[name], modules, tmp_path))
+             for name in ("harness.engine.a", "harness.engine.b", "harness.engine.c")}
+    assert graph == {"harness.engine.a": {"harness.engine.b"}, "harness.engine.b": {"harness.engine.a"},
+                     "harness.engine.c": {"harness.engine.b", "harness.choices"}}
+    assert import_circles(graph) == [["harness.engine.a", "harness.engine.b"]]
+    assert import_circles({"x": {"y"}, "y": {"z"}, "z": set()}) == []
