@@ -34,7 +34,9 @@ added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md
   ``tracemalloc_peak_bytes`` (phases), ``bound_bytes``, ``device_memory`` (CUDA: the
   same three from the framework's allocator, NVML beside them); time: ``time_s``
   (medians), ``time_spread_s`` (interquartile range; both null when no time pass ran:
-  the memory-only records of `harness scale`), ``compile_s``; ``grad_rel_err``,
+  the memory-only records of `harness scale`), ``compile_s``; ``grad_rel_err`` (and
+  ``grad_kink``: where the run agreed with the truth at a relu kink's other side,
+  harness/measure/kinks.py),
   ``timeline`` ({t_s, rss_bytes, marks});
   later additions: ``time_min_s``, ``cpu_time_s`` (process CPU time, user + sys,
   median per phase), ``time_noisy`` (bool: the time is advisory, ``time_noise`` says
@@ -117,7 +119,7 @@ OK_KEYS = (
 MEMORY_PASS_FIELDS = (
     *STEP_FIELDS, *(first_step(field) for field in STEP_FIELDS),
     "breakdown_bytes", "breakdown_method", "bound_bytes", "bound_source", "tracemalloc_peak_bytes", "device_memory",
-    "grad_rel_err", "grad_check", "step_kind", "step_program", "buffer_cache", "prediction", "steady_samples",
+    "grad_rel_err", "grad_check", "grad_kink", "step_kind", "step_program", "buffer_cache", "prediction", "steady_samples",
     "saved_by_op",
 )
 TIME_PASS_FIELDS = (

@@ -22,7 +22,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-import numpy as np
+from harness.measure import kinks
 
 @dataclass
 class CellResult:
@@ -34,6 +34,7 @@ class CellResult:
     message: str = ""
     loss: object = None
     grads: dict = field(default_factory=dict)
+    truth: object = None  # the whole file as kinks.Truth: a truth cell's kink candidates
     first_s: float = None  # first call: compilation + one gradient
     steady_s: float = None  # second call
 
@@ -102,7 +103,6 @@ def _load(cell_id, result_path):
         status = result["status"] if result["status"] == "unavailable" else "error"
         return CellResult(cell_id, status, result.get("message", ""))
     loaded = CellResult(cell_id, "ok", first_s=result["first_s"], steady_s=result["steady_s"])
-    with np.load(result["path"]) as arrays:
-        loaded.loss = arrays["loss"]
-        loaded.grads = {k[len("grad/"):]: arrays[k] for k in arrays.files if k.startswith("grad/")}
+    loaded.truth = kinks.load_truth(result["path"])
+    loaded.loss, loaded.grads = loaded.truth.loss, loaded.truth.grads
     return loaded

@@ -17,8 +17,53 @@ sees (the float32-rounded params), which is what that cell is compared with.
 """
 
 import time
+from typing import NamedTuple
 
 import numpy as np
+
+#: the one rule, read by `harness check`, a record's cross-check and the page: a gradient
+#: agrees with the truth when its worst relative error is at most this for its dtype. A
+#: float32 chain of products is exact to a few hundred ulps (2.5e-6 at worst over the
+#: CPU grid's float32 cells); a relu unit within rounding of zero is a kink, not an error
+#: (harness/measure/kinks.py); a VJP off by 1e-3 is caught
+TOLERANCE = {"float64": 1e-8, "float32": 1e-4}
+AGREES, AT_KINK, DISAGREES = "agrees", "agrees at a relu kink", "disagrees"
+
+
+def tolerance(dtype):
+    return TOLERANCE.get(dtype, TOLERANCE["float32"])
+
+
+def verdict(error, dtype, kink=None):
+    """AGREES, AT_KINK (`kink`: the comparison was made at a relu kink) or DISAGREES."""
+    if error is None or not np.isfinite(error) or error > tolerance(dtype):
+        return DISAGREES
+    return AT_KINK if kink else AGREES
+
+
+class Agreement(NamedTuple):
+    error: float  # worst relative error over the parameters, against the truth the run took
+    worst: str  # the parameter with it
+    kink: dict | None  # {units, flipped, float64_side_error}: where the run took a kink's other side
+
+
+def agreement(got, truth, dtype):
+    """How `got` ({param: gradient}) agrees with `truth` (kinks.Truth): against the
+    float64 truth, or where that is beyond the tolerance, against the truth with the relu
+    units within rounding of zero on their other side (each candidate; the nearest)."""
+    def worst(reference):
+        errors = {k: relative_error(got[k], reference[k]) for k in reference if k in got}
+        name = max(errors, key=lambda k: (np.isnan(errors[k]), errors[k]), default="")
+        return errors.get(name, float("nan")), name
+
+    error, name = worst(truth.grads)
+    if verdict(error, dtype) == AGREES or not truth.candidates:
+        return Agreement(error, name, None)
+    nearest = min(((*worst(other), flipped) for flipped, other in truth.candidates), key=lambda c: c[0])
+    if verdict(nearest[0], dtype) == DISAGREES:
+        return Agreement(error, name, None)
+    return Agreement(nearest[0], nearest[1], {"units": truth.units, "flipped": nearest[2],
+                                              "float64_side_error": error})
 
 
 def relative_error(got, ref):
@@ -59,6 +104,7 @@ def gradients_pass(job, marks):
 def _compute(adapter, cell, device):
     """One cell's loss and gradient, twice (the first call with its compilation, then
     the steady call whose arrays are kept), saved at ``cell["out_path"]``."""
+    from harness.measure import kinks
     from harness.workloads import build
 
     problem = build(cell["workload"], cell["size"], cell["dtype"], seed=cell.get("seed", 0))
@@ -73,10 +119,12 @@ def _compute(adapter, cell, device):
     start = time.perf_counter()
     loss, grads = adapter.sync(step(p, i))  # the steady state is what gets compared
     steady = time.perf_counter() - start
-    loss, grads = adapter.to_numpy(loss), adapter.to_numpy(grads)
-    arrays = {"loss": np.asarray(loss), **{f"grad/{k}": np.asarray(v) for k, v in grads.items()}}
+    kink = None
+    if cell.get("upcast"):  # the truth: where a relu kink is near, its other side too
+        _, _, kink = kinks.reference_with_kink(adapter, problem.loss, p, i)
+        kink = kink and kink._replace(candidates=[(n, adapter.to_numpy(g)) for n, g in kink.candidates])
     with open(cell["out_path"], "wb") as handle:
-        np.savez(handle, **arrays)
+        kinks.save_truth(handle, adapter.to_numpy(loss), adapter.to_numpy(grads), kink)
     return {"status": "ok", "path": cell["out_path"], "first_s": first, "steady_s": steady}
 
 

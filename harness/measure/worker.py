@@ -237,8 +237,8 @@ def memory_pass(job, marks):
     first_device = device.figures() if device is not None else None
 
     # Outside every measured window: the reference gradient is read, compared, freed.
-    check = _grad_check(adapter, grads, job.get("reference_gradient_path")) if step.kind != "native" else {
-        "note": _native().GRAD_CHECK}
+    check = (_grad_check(adapter, grads, job.get("reference_gradient_path"), cell["dtype"])
+             if step.kind != "native" else {"note": _native().GRAD_CHECK})
     del grads
 
     for _ in range(job.get("warmup", 1)):
@@ -304,6 +304,7 @@ def memory_pass(job, marks):
         "device_memory": device_memory,
         "grad_rel_err": check.get("grad_rel_err"),
         "grad_check": check.get("note"),
+        "grad_kink": check.get("kink"),
         **info,
     }
     # the record's fields, from the one list (results.MEMORY_PASS_FIELDS: a field this
@@ -475,32 +476,31 @@ def _traced_step(step, rss):
         tracer.stop()
 
 
-def _grad_check(adapter, grads, reference_path):
-    """{"grad_rel_err": max over params of ||g - g_ref|| / ||g_ref||} (float64 norms:
-    gradients.relative_error, the error `harness check` reports)."""
+def _grad_check(adapter, grads, reference_path, dtype):
+    """{"grad_rel_err": max over params of ||g - g_ref|| / ||g_ref|| (float64 norms:
+    gradients.relative_error, the error `harness check` reports), "kink": where the
+    run agreed with the truth on the other side of a relu kink (gradients.agreement)}."""
     if not reference_path:
         return {"note": "no reference gradient for this cell"}
     if not os.path.exists(reference_path):
         return {"note": f"reference gradient missing: {reference_path}"}
     import numpy as np
 
-    from harness.measure.gradients import relative_error
+    from harness.measure.gradients import agreement
+    from harness.measure.kinks import load_truth
 
     got = adapter.to_numpy(grads)
-    worst = 0.0
-    with np.load(reference_path) as reference:
-        if set(reference.files) != set(got):
-            return {"note": f"gradient keys {sorted(got)} != reference keys {sorted(reference.files)}"}
-        for name in reference.files:
-            ref = reference[name]
-            mine = np.asarray(got[name])
-            if mine.shape != ref.shape:
-                return {"note": f"gradient {name!r} has shape {mine.shape}, reference {ref.shape}"}
-            error = relative_error(mine, ref)
-            if error != error:  # NaN: not finite
-                return {"note": f"gradient {name!r} is not finite"}
-            worst = max(worst, error)
-    return {"grad_rel_err": worst}
+    truth = load_truth(reference_path)
+    if set(truth.grads) != set(got):
+        return {"note": f"gradient keys {sorted(got)} != reference keys {sorted(truth.grads)}"}
+    for name, ref in truth.grads.items():
+        if np.asarray(got[name]).shape != ref.shape:
+            return {"note": f"gradient {name!r} has shape {np.asarray(got[name]).shape}, reference {ref.shape}"}
+    found = agreement({k: np.asarray(v) for k, v in got.items()}, truth, dtype)
+    if found.error != found.error:  # NaN: not finite
+        return {"note": f"gradient {found.worst!r} is not finite"}
+    return {"grad_rel_err": found.error, "kink": found.kink,
+            "note": f"agrees at a relu kink: {found.kink['flipped']}" if found.kink else None}
 
 
 # ---- the time pass -----------------------------------------------------------------------
@@ -553,6 +553,7 @@ def reference_gradient(job, marks):
     import numpy as np
 
     from harness import frameworks, workloads
+    from harness.measure import kinks
 
     cell = job["cell"]
     problem = workloads.build(cell["workload"], cell["size"], cell["dtype"], job["seed"], cell.get("batch"))
@@ -562,10 +563,12 @@ def reference_gradient(job, marks):
 
     adapter = frameworks.get("reference")
     adapter.load("cpu", "eager")
-    grad_of = adapter.value_and_grad(problem.loss, "eager")
-    _, grads = grad_of(adapter.from_numpy(float64(problem.params)), adapter.from_numpy(float64(problem.inputs)))
-    grads = {k: np.asarray(v, dtype=np.float64) for k, v in adapter.to_numpy(grads).items()}
-    np.savez(job["out_path"], **grads)
+    # the truth, and where a relu input lies within float32 rounding of zero its other side too
+    loss, grads, kink = kinks.reference_with_kink(adapter, problem.loss, adapter.from_numpy(float64(problem.params)),
+                                                  adapter.from_numpy(float64(problem.inputs)))
+    kink = kink and kink._replace(candidates=[(n, adapter.to_numpy(g)) for n, g in kink.candidates])
+    with open(job["out_path"], "wb") as handle:
+        kinks.save_truth(handle, adapter.to_numpy(loss), adapter.to_numpy(grads), kink)
     return {"status": "ok", "path": job["out_path"]}
 
 

@@ -1,28 +1,32 @@
 """The gradient-agreement table: each framework's gradient against the reference engine.
 
 The figure is the record's `grad_rel_err`: max over parameters of
-||g - g_ref|| / ||g_ref||, with g_ref from the reference engine in float64. A cell
-is marked `agrees` within TOLERANCE for its dtype (a few hundred ulps of float32 after
-a chain of products; float64 should agree to ~1e-12), `loose` within 100× that, and
-`disagrees` beyond. A CUDA cell that is not `agrees` says why where the record knows:
-the precision its float32 matrix products ran at (--matmul-precision; TF32 tensor cores
-keep 10 bits of mantissa, so errors of 1e-3 are what they compute, not a bug).
+||g - g_ref|| / ||g_ref||, with g_ref from the reference engine in float64. The verdict
+is the one rule `harness check` uses too (harness/measure/gradients.py): `agrees` within
+the dtype's tolerance (float32 1e-4: a few hundred ulps after a chain of products;
+float64 1e-8), `disagrees` beyond it, and `agrees at a relu kink` where a relu input
+within float32 rounding of zero put the run on the other side of the kink than float64
+and the run agrees with the truth taken there (the record's `grad_kink`; hover for the
+units and the error against float64's side). A CUDA cell that disagrees says why where
+the record knows: the precision its float32 matrix products ran at (--matmul-precision;
+TF32 tensor cores keep 10 bits of mantissa, so errors of 1e-3 are what they compute, not a bug).
 """
 
 from harness import figures, frameworks
+from harness.measure.gradients import AT_KINK, tolerance, verdict
 from harness.report.fmt import esc, human_error
 
-TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
-LOOSE_FACTOR = 100
+#: the CSS class of each verdict
+CSS = {"agrees": "agrees", AT_KINK: "kink", "disagrees": "disagrees"}
 
 
-def verdict(error, dtype):
-    tolerance = TOLERANCE.get(dtype, TOLERANCE["float32"])
-    if error <= tolerance:
-        return "agrees"
-    if error <= tolerance * LOOSE_FACTOR:
-        return "loose"
-    return "disagrees"
+def _why(record, kind):
+    kink = record.get("grad_kink") or {}
+    if kind == AT_KINK:
+        return (f"{kind}: {kink.get('units')} relu unit(s) within float32 rounding of zero, {kink.get('flipped')}; "
+                f"against float64's side {human_error(kink.get('float64_side_error'))}")
+    note = precision_note(record) if kind != "agrees" else ""
+    return f"{kind}; {note}" if note else kind
 
 
 def render(view):
@@ -44,20 +48,22 @@ def render(view):
             else:
                 any_value = True
                 dtype = record.get("dtype")
-                kind = verdict(error, dtype)
-                why = f"{kind}; {precision_note(record)}" if kind != "agrees" and precision_note(record) else kind
-                cells.append(f'<td class="grad-{kind}" title="{esc(why)}">{esc(human_error(error))}'
-                             f'{" †" if why != kind else ""}</td>')
+                kind = verdict(error, dtype, record.get("grad_kink"))
+                why = _why(record, kind)
+                mark = " kink" if kind == AT_KINK else " †" if why != kind else ""
+                cells.append(f'<td class="grad-{CSS[kind]}" title="{esc(why)}">{esc(human_error(error))}'
+                             f'{mark}</td>')
         rows.append(f'<tr><th class="workload">{esc(workload)}</th>{"".join(cells)}</tr>')
     if not any_value:
         return '<p class="none">No gradient was cross-checked in this view.</p>'
-    tolerance = TOLERANCE.get(dtype, TOLERANCE["float32"])
     return (
         '<table class="gradients"><thead><tr><th>relative gradient error</th>'
         f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         f'<p class="legend">max over parameters of ‖g − g_ref‖ / ‖g_ref‖ against the reference '
-        f"engine in float64; agrees ≤ {tolerance:g}, loose ≤ {tolerance * LOOSE_FACTOR:g}. "
-        "† hover: the matmul precision of a loose CUDA cell.</p>"
+        f"engine in float64; agrees ≤ {tolerance(dtype):g} ({dtype}), disagrees beyond (the rule "
+        "<code>harness check</code> applies too). kink: a relu input within float32 rounding of zero put "
+        "the run on the other side of the kink than float64; its error is against the truth taken there "
+        "(hover for the units). † hover: the matmul precision of a CUDA cell that disagrees.</p>"
     )
 
 

@@ -38,7 +38,7 @@ td.absent { color: #999; text-align: center; }
 .swatch, .badge { display: inline-block; padding: 1px 6px; margin: 0 2px; border: 1px solid #bbb;
   border-radius: 3px; font-size: 12px; }
 .badge.status-ok { background: #d8f0d8; }
-.grad-agrees { background: #d8f0d8; } .grad-loose { background: #fff1c2; } .grad-disagrees { background: #f6c6c6; }
+.grad-agrees { background: #d8f0d8; } .grad-kink { background: #e4f2d6; } .grad-disagrees { background: #f6c6c6; }
 .legend, .none { color: #555; font-size: 12px; }
 .charts { display: flex; flex-wrap: wrap; gap: 24px; margin: 12px 0; }
 svg text { font: 11px sans-serif; fill: #222; } svg text.title { font-weight: 600; font-size: 12px; }

@@ -96,11 +96,16 @@ def test_later_file_wins_for_a_repeated_cell(tmp_path):
     assert view["cells"][("chained_dot", "reference")]["peak_bytes"]["total"] == 7 * MIB
 
 
-def test_gradient_verdicts_follow_the_dtype_tolerance():
+def test_gradient_verdicts_follow_the_one_rule():
+    # the rule harness check applies too (harness/measure/gradients.py): one tolerance per dtype
     assert verdict(1e-6, "float32") == "agrees"
-    assert verdict(1e-3, "float32") == "loose"
+    assert verdict(1e-3, "float32") == "disagrees"  # a VJP off by 1e-3 is caught
     assert verdict(1e-1, "float32") == "disagrees"
     assert verdict(1e-6, "float64") == "disagrees"
+    assert verdict(float("nan"), "float32") == "disagrees"
+    kink = {"units": 1, "flipped": "the near-zero unit flipped", "float64_side_error": 7.6e-4}
+    assert verdict(7e-7, "float32", kink) == "agrees at a relu kink"
+    assert verdict(1e-3, "float32", kink) == "disagrees"
 
 
 def test_an_unset_gpu_matmul_precision_is_the_adapters_default():
