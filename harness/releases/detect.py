@@ -63,6 +63,11 @@ class Change(NamedTuple):
         return "up" if self.delta > 0 else "down"
 
     @property
+    def worse(self):
+        """The move goes the way the registry calls worse (`Figure.better`)."""
+        return (self.delta > 0) == (figures.get(self.figure).better == "lower")
+
+    @property
     def advisory(self):
         """Never an actionable memory change (time, code pages: the registry says why)."""
         return bool(figures.get(self.figure).advisory)
@@ -222,7 +227,7 @@ def report(records, found, framework, env_info, size="small", commits=()):
             "workload": change.workload, "mode": change.mode, "figure": change.figure,
             "before_release": change.before_release, "release": change.release,
             "before": change.before, "after": change.after, "delta": change.delta,
-            "relative": change.relative, "direction": change.direction, "band": change.band,
+            "relative": change.relative, "direction": change.direction, "worse": change.worse, "band": change.band,
             "before_samples": list(change.before_samples), "after_samples": list(change.after_samples),
             "advisory": change.advisory, "advisory_why": figures.get(change.figure).advisory or None,
             "parts": parts(records, change), "dependencies_differ": differs,
