@@ -83,6 +83,8 @@ class Figure:
     code_estimate: str = ""  # where a record lacks code_part (written before it was kept): the figure that estimates it
     whole_rss: str = ""  # the whole-RSS figure `shown` gives, marked, where a record has no page split
     aliases: tuple = ()  # older names still accepted where a figure is named (`bisect --metric total`)
+    grain: int = 0  # bytes below which a move of it is the instrument's grain, not a change (0: the detector's)
+    act_bytes: int = 0  # bytes a confirmed move must reach to be acted on (0: the confirmation's rule)
 
     @property
     def phase(self):
@@ -244,6 +246,11 @@ _TABLE = [
     Figure("first_step_time", "first-step time", "seconds", CELL, ("compile_s",), (),
            "the cold first step's time (tracing, compiling)", readers=frozenset({DIFF}),
            advisory="time: measured on a shared machine"),
+    Figure("leak", "growth per step", "bytes", CELL, ("leak", "bytes_per_step"), (),
+           "what the framework's own memory gains per step at the end of a run of steady steps (Theil-Sen slope; "
+           "the host's own pages, a CUDA cell's allocator): growth that does not stop is a leak "
+           "(harness/measure/leak.py); its verdict is `leak_verdict`", readers=_LISTED | {PAGE},
+           grain=4096, act_bytes=16 * 1024),
     Figure("predicted", "predicted", "bytes", CELL, ("prediction", "bytes"), (),
            "the framework's own prediction of the step (its compiler's plan, never a measurement); moved with the "
            "step peak: the plan changed; step peak moved alone: the runtime changed", readers=frozenset({DETECT})),
@@ -382,6 +389,14 @@ def code_part(record, name):
         if found is not None:
             return found, estimated
     return None, False
+
+
+def leak_verdict(record):
+    """The leak phase's verdict of an ok record (flat, settles, grows, inconclusive), or
+    None where it did not run."""
+    if not record or record.get("status", "ok") != "ok":
+        return None
+    return (record.get("leak") or {}).get("verdict")
 
 
 def shown(record, name):

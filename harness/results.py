@@ -42,6 +42,9 @@ added, never renamed (bump SCHEMA for anything incompatible; docs/measurement.md
   median per phase), ``time_noisy`` (bool: the time is advisory, ``time_noise`` says
   why) and ``time_stats`` (samples, how many were clean, the median's precision, other
   processes' CPU use);
+  ``leak`` (memory that grows every step: {verdict: flat | settles | grows |
+  inconclusive, bytes_per_step, whole_per_step, halves_per_step, p, steps, extended,
+  samples, source, stopped?}; harness/measure/leak.py);
   ``prediction`` (the framework's own prediction of the step, taken
   after the measured steps: {state: predicted | zero | unsupported | failed, method,
   bytes, compares_with, program, same_program, fields, categories, note, reason};
@@ -119,8 +122,8 @@ OK_KEYS = (
 MEMORY_PASS_FIELDS = (
     *STEP_FIELDS, *(first_step(field) for field in STEP_FIELDS),
     "breakdown_bytes", "breakdown_method", "bound_bytes", "bound_source", "tracemalloc_peak_bytes", "device_memory",
-    "grad_rel_err", "grad_check", "grad_kink", "step_kind", "step_program", "buffer_cache", "prediction", "steady_samples",
-    "saved_by_op",
+    "grad_rel_err", "grad_check", "grad_kink", "step_kind", "step_program", "buffer_cache", "prediction", "leak",
+    "steady_samples", "saved_by_op",
 )
 TIME_PASS_FIELDS = (
     "time_s", "time_spread_s", "compile_s", "first_step_time_s", "time_samples_s", "time_min_s", "cpu_time_s",

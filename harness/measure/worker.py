@@ -215,11 +215,13 @@ def memory_pass(job, marks):
     from harness.measure.memory_meter import MemoryMeter, median_step
     from harness.measure.phases import NullMeter, settle_and_reset
 
+    pass_started = time.monotonic()
     adapter, problem, step, info = _prepare(job, marks)
     cell = job["cell"]
     device = DeviceMeter.for_adapter(adapter, cell["device"])
     rss = probes.RssProbe()
     meter = MemoryMeter(rss, marks, device)
+    runs = _count_runs(step)
     # A framework that serves steps from freed buffers it keeps (MLX, tinygrad) is
     # measured with that cache off, so the step peak is what a step needs, as in every
     # other row; what the cache holds is counted after the measured steps.
@@ -298,6 +300,7 @@ def memory_pass(job, marks):
         "saved_by_op": _saved_by_op(adapter, step, rss, marks),
         "buffer_cache": buffer_cache,
         "prediction": None,
+        "leak": None,
         "bound_bytes": problem.bound_bytes,
         "bound_source": problem.bound_source,  # declared, or derived (harness/workloads/derived_bound.py)
         "tracemalloc_peak_bytes": traced,
@@ -311,9 +314,71 @@ def memory_pass(job, marks):
     # pass does not give fails here, not silently in the sweep), and what the pass says of itself
     result = {"status": "ok", **{field: measured[field] for field in results.MEMORY_PASS_FIELDS},
               **{key: measured[key] for key in PASS_NOTES}, "baseline_rss_bytes": baseline, "hwm_method": rss.method}
+    if job.get("leak", True):
+        result["leak"] = _leak(job, result, step, runs, _own_memory_reader(device), time.monotonic() - pass_started,
+                               marks)
     if job.get("predict", True):
         result["prediction"] = _prediction(job, result, adapter, problem, step, marks)
     return result
+
+
+def _count_runs(step):
+    """[steps run so far] kept up to date by `step`'s every run (the leak phase places its
+    readings by the step; the breakdown's and the other passes' steps count too)."""
+    runs, run = [0], step.run
+
+    def counted(*args, **kwargs):
+        runs[0] += 1
+        return run(*args, **kwargs)
+
+    step.run = counted
+    return runs
+
+
+def _own_memory_reader(device):
+    """() -> the framework's own memory now: on CUDA its allocator's allocated bytes, on
+    the host its anonymous and shared-memory pages (what `retained` counts)."""
+    from harness.measure import probes
+
+    if device is not None:
+        return device.probe.current_bytes
+
+    def read():
+        status = probes.status_bytes()
+        return status.get("RssAnon", 0) + status.get("RssShmem", 0)
+    return read
+
+
+def _leak(job, result, step, runs, own_memory, pass_wall_s, marks):
+    """Memory that grows every step (harness/measure/leak.py): more steps after every
+    other figure (a budget of the pass's own wall), the framework's own memory read at
+    each one's start. What was measured is written first: a step
+    that runs out of memory while growing, or a process killed for it, leaves that
+    record, and the parent says why."""
+    import gc
+
+    from harness.measure import leak, probes
+    from harness.measure.phases import NullMeter
+    from harness.results import write_json_atomic
+
+    if job.get("result_path"):
+        died = {"verdict": "inconclusive", "stopped": "the worker died while measuring growth (every other figure "
+                "was taken before)"}
+        write_json_atomic(job["result_path"], dict(result, leak=died))
+    marks.mark("leak")
+    budgets = tuple(job.get("leak_budgets_s") or leak.budgets(pass_wall_s))
+    # what is alive now is frozen out of collections: each step's gc.collect walks only
+    # what the steps make (as the time pass does), so a reading costs milliseconds
+    gc.collect()
+    gc.freeze()
+    try:
+        found = leak.run(lambda: step.run(NullMeter()), own_memory, probes.settle, first_step=runs[0], short=job.get("leak_short", leak.SHORT),
+                         long=job.get("leak_long", leak.LONG), budgets_s=budgets)
+    finally:
+        gc.unfreeze()
+    source = "the device allocator's allocated bytes" if result.get("device_memory") else \
+        "the host's own pages (RssAnon + RssShmem)"
+    return dict(found, source=source)
 
 
 def _step_alone(job, device_memory):

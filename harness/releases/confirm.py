@@ -93,6 +93,9 @@ def large(change):
 def _passes_size(figure, before, delta):
     if detect.FIGURES[figure] != "bytes":
         return False
+    own = figures.get(figure).act_bytes  # a figure with a size rule of its own (growth per step): that alone
+    if own:
+        return abs(delta) >= own
     return abs(delta) >= ACT_BYTES and bool(before) and abs(delta) / abs(before) >= ACT_RELATIVE
 
 
@@ -136,7 +139,7 @@ def judge(a, b, figure, direction):
                 "why": f"{min(len(a), len(b))} ok sample(s) on a side; {MIN_SAMPLES} needed"}
     before, after = statistics.median(a), statistics.median(b)
     delta = after - before
-    floor = detect.GRAIN_BYTES if detect.FIGURES[figure] == "bytes" else 0.0
+    floor = detect.grain(figure)
     # the one-sided test in the flagged direction: a move the other way is never confirmed
     p = rank_sum_p(a, b) if direction == "up" else rank_sum_p([-v for v in a], [-v for v in b])
     same_way = delta > 0 if direction == "up" else delta < 0

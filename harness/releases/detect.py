@@ -102,8 +102,15 @@ def band(a, b, figure):
     """The run-to-run band of two releases' samples (None: fewer than 2 on a side)."""
     if len(a) < 2 or len(b) < 2:
         return None
-    floor = GRAIN_BYTES if FIGURES[figure] == "bytes" else 0.0
-    return max(max(a) - min(a), max(b) - min(b), floor)
+    return max(max(a) - min(a), max(b) - min(b), grain(figure))
+
+
+def grain(figure):
+    """The smallest move of `figure` that is not the instrument's grain (GRAIN_BYTES for
+    memory unless the registry gives the figure its own: growth per step; 0 for time)."""
+    if FIGURES[figure] != "bytes":
+        return 0.0
+    return figures.get(figure).grain or GRAIN_BYTES
 
 
 def is_change(a, b, figure):

@@ -131,6 +131,7 @@ COLUMNS = (
     figure_column("code_pages", "code MiB", shown=True),
     Column("cache MiB", ">", lambda r, row: _mib(_cache_bytes(r)),
            lambda records: any(_cache_bytes(r) is not None for r in records)),
+    Column("leak KiB/step", ">", lambda r, row: _leak(r), lambda records: any(r.get("leak") for r in records)),
     figure_column("first_step_peak", "1st peak"),
     figure_column("reserved", "reserved MiB", shown=_device),
     figure_column("nvml", "NVML MiB", shown=_device),
@@ -203,6 +204,16 @@ def _predicted(record):
     if value is not None:
         return f"{value:.2f}" + ("" if found.get("same_program", True) else OTHER_PROGRAM)
     return {"unsupported": "-", None: "-"}.get(found.get("state"), found.get("state"))
+
+
+def _leak(record):
+    """growth per step in KiB, with the verdict where it is not flat ("grows", "settles", "?": inconclusive)."""
+    verdict = figures.leak_verdict(record)
+    found = figures.value(record, "leak")
+    if verdict is None or found is None:
+        return "-"
+    mark = {"flat": "", "grows": " grows", "settles": " settles"}.get(verdict, " ?")
+    return f"{found / 1024:.0f}{mark}"
 
 
 def columns_for(records):
