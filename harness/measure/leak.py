@@ -24,7 +24,9 @@ The test, stated (docs/measurement.md, "Memory that grows"):
      settles      the first half grows, the second does not: a cache filling, an
                   allocator warming up, a compiler meeting new shapes
      flat         neither
-     inconclusive fewer than MIN_STEPS readings (a step too slow for the budget)
+     inconclusive fewer than MIN_STEPS readings (a step too slow for the budget; a
+                  longer run that could not reach MIN_STEPS is not started)
+   Three or more readings none of which moved by MIN_BYTES are flat, however few.
 3. The figure, `bytes_per_step`: the Theil-Sen slope of the second half (growth still
    going on at the end), beside the whole run's and each half's.
 
@@ -47,8 +49,8 @@ ALPHA = 0.001
 SUSPECT_ALPHA = 0.01
 #: seconds of extra steps the short check and the longer run may spend, as a share of the
 #: memory pass's own wall so far, and their floors and ceilings (seconds)
-SHORT_SHARE, SHORT_FLOOR_S, SHORT_CEILING_S = 0.1, 0.5, 5.0
-LONG_SHARE, LONG_FLOOR_S, LONG_CEILING_S = 0.3, 2.0, 20.0
+SHORT_SHARE, SHORT_FLOOR_S, SHORT_CEILING_S = 0.08, 0.5, 4.0
+LONG_SHARE, LONG_FLOOR_S, LONG_CEILING_S = 0.15, 2.0, 12.0
 #: fewer readings than this: no verdict ("inconclusive"); `grows` needs GROWS_STEPS
 MIN_STEPS = 6
 GROWS_STEPS = 12
@@ -101,7 +103,10 @@ def judge(points):
     first, second = halves(points)
     slopes = [theil_sen(first), theil_sen(second)]
     p = mann_kendall_p([y for _, y in points])
-    if len(points) < MIN_STEPS:
+    spread = max(y for _, y in points) - min(y for _, y in points) if points else 0
+    if len(points) >= 3 and spread < MIN_BYTES:
+        verdict = "flat"  # no reading moved by MIN_BYTES: growth of MIN_BYTES a step would have
+    elif len(points) < MIN_STEPS:
         verdict = "inconclusive"
     elif all(s >= MIN_BYTES for s in slopes) and p <= ALPHA and len(points) >= GROWS_STEPS:
         verdict = "grows"
@@ -114,8 +119,10 @@ def judge(points):
 
 
 def suspect(points):
-    """Worth the longer run: too few readings to judge, a half growing by MIN_BYTES a
-    step, or an upward trend at SUSPECT_ALPHA."""
+    """Worth the longer run: too few readings to judge (unless none moved by MIN_BYTES),
+    a half growing by MIN_BYTES a step, or an upward trend at SUSPECT_ALPHA."""
+    if len(points) >= 3 and max(y for _, y in points) - min(y for _, y in points) < MIN_BYTES:
+        return False
     return (len(points) < MIN_STEPS or any(theil_sen(h) >= MIN_BYTES for h in halves(points))
             or mann_kendall_p([y for _, y in points]) <= SUSPECT_ALPHA)
 
@@ -142,6 +149,11 @@ def run(step_once, read, settle, first_step=0, short=SHORT, long=LONG, budgets_s
         spent = time.monotonic() - started
         if not extended and (len(points) >= short or spent >= short_s):
             if not suspect(points):
+                break
+            per_step = spent / max(len(points) - 1, 1)
+            if len(points) + long_s / max(per_step, 1e-9) < MIN_STEPS:
+                stopped = (f"a step takes {per_step:.3g} s: the longer run's {long_s:.3g} s would not reach "
+                           f"{MIN_STEPS} readings")
                 break
             extended, started = True, time.monotonic()
             spent = 0.0
