@@ -10,9 +10,10 @@ that installs gradmem can guard its own model's step in its own tests::
     def test_my_model_step_fits():
         ...
 
-The cell is measured the way a sweep measures it: `python -m harness run` for that
-one cell (a fresh worker forked from the framework's zygote, a memory pass and a
-short time pass), so the figure is the record's, never a second measurement path.
+The cell is measured the way a sweep measures it: `harness run`'s sweep of that one
+cell (harness/sweep/api.py: a fresh worker forked from the framework's zygote, a
+memory pass and a short time pass), so the figure is the record's, never a second
+measurement path.
 `limit` bounds the step peak (the figure registry's ``step_peak``: above what was
 resident at the step's start), ``retained`` what the framework keeps between steps;
 ``"Nx bound"`` is N times the workload's bound (declared or derived). CUDA cells are
@@ -28,12 +29,12 @@ framework's row, so ``framework`` may be left out; without a ``bound_bytes`` it 
 bound, and ``"Nx bound"`` is then an error.
 """
 
+import io
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
+from contextlib import redirect_stderr
 
 import pytest
 
@@ -94,24 +95,27 @@ def parse_limit(text, bound):
 
 def measure(workload, framework=None, size="tiny", dtype="float32", device="cpu", mode="eager",
             optimizer=None, remat=None):
-    """The record of one cell, measured by `python -m harness run` (a sweep of one)."""
+    """The record of one cell, measured by `harness run`'s sweep (a sweep of one)."""
+    from harness.choices import ChoiceError
+    from harness.sweep import api as sweep, outcome
+    from harness.sweep.cell_runner import Options
+
     framework = framework or default_framework(workload)
+    cell = f"{framework} on {workload} ({size}, {dtype}, {device}, {mode})"
     with tempfile.TemporaryDirectory(prefix="gradmem-step-memory-") as tmp:
         out = os.path.join(tmp, "cell.jsonl")
-        command = [sys.executable, "-m", "harness", "run", "--workload", str(workload), "--framework", framework,
-                   "--size", size, "--dtype", dtype, "--device", device, "--mode", mode,
-                   "--repeat", "1", "--warmup", "1", "--time-budget", "0.5", "--out", out]
-        if optimizer:
-            command += ["--optimizer", optimizer]
-        if remat:
-            command += ["--remat", remat]
-        proc = subprocess.run(command, capture_output=True, text=True)
-        from harness.sweep import outcome
-
+        said = io.StringIO()
+        try:
+            todo = sweep.plan(str(workload), framework, size, dtype, device, mode, optimizer=optimizer,
+                              remat=remat or "none")
+            with redirect_stderr(said):  # the sweep's lines, shown only when it fails
+                code = sweep.run(todo, Options(repeat=1, warmup=1, time_budget_s=0.5), out, sweep.How(quiet=True))
+        except ChoiceError as err:
+            pytest.fail(f"step_memory: {cell}: {err}", pytrace=False)
         # a cell that failed is still a record: its status and message are the answer
-        if proc.returncode not in outcome.RAN_TO_THE_END or not os.path.exists(out):
-            pytest.fail(f"step_memory: `{' '.join(command[1:])}` failed (exit {proc.returncode}):\n"
-                        f"{(proc.stderr or proc.stdout)[-3000:]}", pytrace=False)
+        if code not in outcome.RAN_TO_THE_END or not os.path.exists(out):
+            pytest.fail(f"step_memory: the sweep of {cell} failed (exit {code}):\n{said.getvalue()[-3000:]}",
+                        pytrace=False)
         with open(out, encoding="utf-8") as f:
             return json.loads(f.readlines()[-1])
 

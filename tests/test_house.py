@@ -251,3 +251,65 @@ def test_the_import_scan_finds_a_circle_through_a_function_level_import(tmp_path
                      "harness.engine.c": {"harness.engine.b", "harness.choices"}}
     assert import_circles(graph) == [["harness.engine.a", "harness.engine.b"]]
     assert import_circles({"x": {"y"}, "y": {"z"}, "z": set()}) == []
+
+
+# ---- commands call each other's code, never each other's command line -----------------
+
+#: the modules that call commands by name: the entry point
+ENTRY = ("harness.cli", "harness.__main__")
+
+
+def command_lines(path, name, modules, root=ROOT):
+    """[(line, what)] where the module `name` (at `path`) calls another command as a
+    command: imports another package's command module (to call its main or parser),
+    builds an argument list for ``python -m harness`` or another command module, or
+    parses a list of option strings with a parser. A worker, a zygote and a module's own
+    probe (``python -m`` of itself) are no commands."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name.rsplit(".", 1)[0] if name.count(".") >= 2 else name
+    found = []
+    for other, line in harness_imports(path, modules, root).items():
+        if other.endswith(".command") and other.count(".") == 2 and not other.startswith(package + "."):
+            found.append((line, f"imports {other}"))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)):
+            texts = [e.value if isinstance(e, ast.Constant) and isinstance(e.value, str) else None for e in node.elts]
+            for first, second in zip(texts, texts[1:]):
+                if first == "-m" and second is not None and (
+                        second == "harness" or (second.endswith(".command") and second != name)):
+                    found.append((node.lineno, f"builds `python -m {second}`"))
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("parse_args", "parse_known_args"):
+            options = [e.value for arg in node.args if isinstance(arg, (ast.List, ast.Tuple)) for e in arg.elts
+                       if isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value.startswith("--")]
+            if options:
+                found.append((node.lineno, f"parses a command line it built ({', '.join(options[:3])} ...)"))
+    return found
+
+
+def test_no_module_builds_a_command_line_to_call_another_command():
+    # a command is called through its code (harness/sweep/api.py: sweep.run(cells,
+    # options, out)), never by building its argv: a command line built as strings breaks
+    # silently when an option is renamed, and turns a bad value into a usage error of a
+    # command the user never typed
+    modules = _modules()
+    found = [f"{path.relative_to(ROOT)}:{line}: {what}" for name, path in modules.items() if name not in ENTRY
+             for line, what in command_lines(path, name, modules)]
+    assert not found, "\n".join(found)
+
+
+def test_the_command_line_scan_finds_each_form(tmp_path):
+    # the scan itself: each way of calling another command as a command, and none of the
+    # ways a worker or a module's own probe is started
+    modules = _modules()
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import sys\nfrom harness.sweep import command as run\nfrom harness.versions import pins\n"
+        "a = [sys.executable, '-m', 'harness', 'run', '--out', 'x']\n"
+        "b = [sys.executable, '-m', 'harness.scale.command']\n"
+        "ns = parser.parse_args(['--workload', 'unet'])\n"
+        "ok = [sys.executable, '-m', 'harness.measure.worker', 'job', 'result']\n"
+        "me = [sys.executable, '-m', 'harness.inventory.command', '--probe', 'torch']\n"
+        "fine = parser.parse_args(argv)\n")
+    assert sorted(what for _, what in command_lines(probe, "harness.inventory.command", modules, tmp_path)) == sorted([
+        "imports harness.sweep.command", "builds `python -m harness`", "builds `python -m harness.scale.command`",
+        "parses a command line it built (--workload ...)"])

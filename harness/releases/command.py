@@ -22,7 +22,6 @@ Ctrl-C stop the running sweep as `harness run` does (every finished record kept)
 are records), 2 for bad input, 128 + the signal when stopped.
 """
 
-import argparse
 import os
 import subprocess
 import sys
@@ -31,11 +30,13 @@ import time
 from harness import choices, cli_options, frameworks, results, workloads
 from harness.frameworks.base import Unavailable
 from harness import interrupts
-from harness.sweep import command as run_sweep
+from harness.sweep import api as sweep
 from harness.sweep import cells, outcome
 from harness.sweep import resume
+from harness.sweep.cell_runner import Options
 from harness.releases import confirm, detect, listing, page, side_by_side, store
 from harness.results import write_text_atomic
+from harness.upstream import store as upstream_store
 from harness.versions import envs, index, spec
 
 DEFAULT_OUT = "releases"
@@ -126,7 +127,7 @@ def check(args):
     for option, text in (("--from", args.first), ("--to", args.last)):
         if text is not None:
             spec.check_version(text, option)
-    choices.check_choice("executor", args.executor, run_sweep.EXECUTORS)
+    choices.check_choice("executor", args.executor, sweep.EXECUTORS)
     if args.torch_index is not None and not adapter.index_must_be_named:
         raise choices.ChoiceError(f"--torch-index says where torch releases come from: it needs --framework torch, not {name}")
     if args.python is not None:
@@ -181,7 +182,8 @@ def main(args):
     print(f"{adapter.name}: {len(sweep)} releases from {sweep[0].version} to {sweep[-1].version} ({source})", flush=True)
     for release in yanked:
         print(f"  skipped {release.version}: yanked ({release.yanked})", flush=True)
-    existing = store.read(store.merged_path(out, adapter.name)) + store.read(store.round_path(out, adapter.name, 1))
+    existing = (resume.records_in(store.merged_path(out, adapter.name))
+                + resume.records_in(store.round_path(out, adapter.name, 1)))
     if existing and not args.resume:
         raise choices.ChoiceError(
             f"{store.merged_path(out, adapter.name)} already holds {adapter.name} records: --resume to measure only "
@@ -220,24 +222,21 @@ def _cells(adapter, release, args):
     )
 
 
-def _planned(adapter, release, args, round_file):
-    """The sweep namespace of one round of `release` (its environment is built: the
-    sweep's plan does not ask the index about a cached one)."""
-    parser = argparse.ArgumentParser()
-    run_sweep.add_arguments(parser)
-    ns = parser.parse_args([
-        "--workload", args.workload, "--framework", f"{adapter.name}=={release}", "--size", args.size,
-        "--dtype", args.dtype, "--mode", args.mode, "--device", "cpu", "--repeat", str(args.time_repeat),
-        "--time-budget", str(args.time_budget), "--timeout", str(args.timeout), "--out", round_file,
-        "--resume", "--quiet", "--executor", args.executor,  # its default schedule: serial here, parallel on Ray
-        *(["--torch-index", args.torch_index] if args.torch_index else []),
-        *(["--address", args.address] if args.address else []),
-    ])
-    return ns
+def round_options(args):
+    """The measurement settings of every round: `harness run`'s defaults but the time
+    pass's, which is advisory here (--time-repeat, --time-budget), and --timeout."""
+    return Options(repeat=args.time_repeat, time_budget_s=args.time_budget, timeout_s=args.timeout,
+                   torch_index=args.torch_index)
+
+
+def round_how(args):
+    """How each round's sweep runs: it resumes its round file, quietly (the rounds
+    print their counts); its default schedule, serial here, parallel on Ray."""
+    return sweep.How(resume=True, quiet=True, executor=args.executor, address=args.address)
 
 
 def _missing(round_file, todo):
-    done = {resume.key(r) for r in store.read(round_file)}
+    done = {resume.key(r) for r in resume.records_in(round_file)}
     return [cell for cell in todo if resume.key(cell) not in done]
 
 
@@ -249,7 +248,7 @@ def _measure_release(adapter, release, args, where):
         store.forget(out, name, version, args.retry, {resume.key(cell) for cell in todo})
     first_missing = _missing(first, todo)
     unavailable = not first_missing and all(
-        r.get("status") == "unavailable" for r in store.read(first) if r.get("version") == version)
+        r.get("status") == "unavailable" for r in resume.records_in(first) if r.get("version") == version)
     rounds_missing = [k for k in range(1, args.repeats + 1)
                       if _missing(store.round_path(out, name, k), todo)]
     if unavailable or not rounds_missing:
@@ -278,14 +277,13 @@ def _measure_release(adapter, release, args, where):
         info["build_s"] = build_s
     store.write_env(out, name, version, info)
     measured = time.monotonic()
-    ns = _planned(adapter, version, args, first)
     for number in rounds_missing:
-        ns.out = store.round_path(out, name, number)
-        os.makedirs(os.path.dirname(ns.out), exist_ok=True)
-        code = run_sweep.main(ns)
+        round_file = store.round_path(out, name, number)
+        os.makedirs(os.path.dirname(round_file), exist_ok=True)
+        code = sweep.run(todo, round_options(args), round_file, round_how(args))
         if code not in outcome.RAN_TO_THE_END:  # stopped; a round whose cells failed is records
             return code
-        mine = [r for r in store.read(ns.out) if r.get("version") == version]
+        mine = [r for r in resume.records_in(round_file) if r.get("version") == version]
         counts = {s: sum(1 for r in mine if r.get("status") == s) for s in results.STATUSES}
         print(f"{where} {name}=={version} round {number}/{args.repeats}: "
               + ", ".join(f"{n} {s}" for s, n in counts.items() if n), flush=True)
@@ -310,13 +308,14 @@ def _disk(path):
 
 def _publish(adapter, args):
     out, name = args.out, adapter.name
-    records = store.read(store.merged_path(out, name))
+    records = resume.records_in(store.merged_path(out, name))
     if not records:
         raise choices.ChoiceError(f"{store.merged_path(out, name)}: no records to publish; run the sweep first")
     report = _report(out, name, records, args.size)
     results.write_json_atomic(store.changes_path(out, name), report)
     path = os.path.join(out, f"{name}.html")
-    write_text_atomic(path, page.render(name, records, report, store.read_envs(out, name), store.read_meta(out, name)))
+    write_text_atomic(path, page.render(name, records, report, store.read_envs(out, name), store.read_meta(out, name),
+                                        upstream=upstream_store.read_outcomes(out, name)))
     print(detect.summary(report), flush=True)
     print(confirm.summary(report), flush=True)
     print(f"records {store.merged_path(out, name)}; changes {store.changes_path(out, name)}; page {path}", flush=True)
@@ -329,13 +328,13 @@ def _report(out, name, records, size):
     size = (meta.get("grid") or {}).get("size", size)
     report = detect.report(records, detect.detect(records), name, env_info, size=size,
                            commits=store.read_commits(out, name))
-    return confirm.attach(report, store.read(store.confirm_path(out, name)))
+    return confirm.attach(report, resume.records_in(store.confirm_path(out, name)))
 
 
 def _confirm(adapter, args):
     """--confirm: the store's flagged changes measured again side by side, then published."""
     out, name = args.out, adapter.name
-    records = store.read(store.merged_path(out, name))
+    records = resume.records_in(store.merged_path(out, name))
     if not records:
         raise choices.ChoiceError(f"{store.merged_path(out, name)}: no records; run the sweep first")
     grid = store.read_meta(out, name).get("grid") or {}

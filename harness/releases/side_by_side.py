@@ -4,11 +4,12 @@ One `harness releases --confirm` run. For each flagged (workload, mode, before, 
 of a store's changes (confirm.py judges them), the cell of `before` and the cell of
 `after` alternate, pair after pair, each sample the sweep's own memory pass in a fresh
 worker (its reference gradient first, as the sweep; no time pass: the confirmation
-judges memory figures only). Interleaving is the point: a load that drifts
-during the run moves both releases alike, where the sweep measured one release's
-rounds, then the next's. Every sample is appended at once to FRAMEWORK.confirm.jsonl
-(compacted like the store's records, tagged with its pair), so an interrupted run
-resumes where it stopped and a run with more --pairs adds pairs to the ones held.
+judges memory figures only; harness/sweep/memory_passes.py). Interleaving is the
+point: a load that drifts during the run moves both releases alike, where the sweep
+measured one release's rounds, then the next's. Every sample is appended at once to
+FRAMEWORK.confirm.jsonl (compacted like the store's records, tagged with its pair), so
+an interrupted run resumes where it stopped and a run with more --pairs adds pairs to
+the ones held.
 One run at a time measures a store (`one_run`): a second would measure the same pairs
 again beside the first, each one's samples replacing the other's.
 """
@@ -16,15 +17,14 @@ again beside the first, each one's samples replacing the other's.
 import contextlib
 import fcntl
 import os
-import shutil
-import tempfile
 import time
 
 from harness import interrupts, results
 from harness.choices import ChoiceError
 from harness.releases import confirm, detect, store
-from harness.sweep import cells
+from harness.sweep import cells, resume
 from harness.sweep.cell_runner import Options
+from harness.sweep.memory_passes import MemoryPasses
 from harness.versions import envs, index
 
 
@@ -76,42 +76,6 @@ def one_run(path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def memory_passes(workdir, options):
-    """measure(cells) -> iterator of (cell, record): each cell's memory pass in a fresh
-    worker, exactly as the sweep's (after its workload's reference gradient: the
-    gradient check runs inside the memory pass, between the first step and the steady
-    ones, and what it leaves on the heap is part of the retained figure the sweep
-    flagged), but no time pass."""
-    from harness.sweep.cell_runner import CellRunner, CellState
-    from harness.sweep.executor import LocalExecutor
-
-    runner = CellRunner(workdir, options)
-    executor = LocalExecutor(workdir, slots=1)
-
-    def one(task):
-        executor.submit(task)
-        [(_, outcome)] = list(executor.outcomes())  # a signal here kills the worker
-        return outcome
-
-    def measure(cells):
-        for number, cell in enumerate(cells):
-            state = runner.start(number, cell)
-            if not isinstance(state, CellState):  # unavailable here: decided without a worker
-                yield cell, state
-                continue
-            task = runner.reference_task(cell)  # once per workload of the run
-            if task is not None:
-                runner.reference_done(task, one(task))
-            yield cell, runner.memory_record(state, one(runner.memory_task(state)))
-
-    def close():
-        executor.cancel_all()
-        executor.close()
-
-    measure.close = close
-    return measure
-
-
 class SideBySide:
     def __init__(self, out, framework, size, dtype, timeout_s=600.0, keep_envs=False, measure=None, say=print,
                  torch_index=None):
@@ -120,10 +84,10 @@ class SideBySide:
         # torch's releases are built only from an index named (`--torch-index`): without
         # it a release whose environment the sweep pruned would be `unavailable` here
         self.torch_index = torch_index
-        self.measure = measure  # None: memory_passes in a scratch directory
-        self.measures = {}  # with/without the prediction -> memory_passes (one runner each: a reference gradient per workload)
+        self.measure = measure  # measure(cells) -> (cell, record) pairs; None: MemoryPasses
+        self.passes = {}  # with/without the prediction -> MemoryPasses (one each: a reference gradient per workload)
         self.path = store.confirm_path(out, framework)
-        self.held = store.read(self.path)
+        self.held = resume.records_in(self.path)
         root = envs.cache_root()
         self.cached_before = set(os.listdir(root)) if os.path.isdir(root) else set()
 
@@ -138,30 +102,25 @@ class SideBySide:
             for release in key[2:]:
                 last_use[release] = number
         with one_run(self.path):
-            self.held = store.read(self.path)  # what a run that ended since this one was set up added
+            self.held = resume.records_in(self.path)  # what a run that ended since this one was set up added
             return self._run(groups, pairs, max_pairs, last_use)
 
     def _run(self, groups, pairs, max_pairs, last_use):
-        workdir = None
         measured = 0
         try:
-            with interrupts.deferred():
-                workdir = tempfile.mkdtemp(prefix="gradmem-confirm-")
             for number, (key, changes) in enumerate(groups.items(), 1):
-                measured += self._confirm_group(key, changes, pairs, max_pairs, workdir, f"[{number}/{len(groups)}]")
+                measured += self._confirm_group(key, changes, pairs, max_pairs, f"[{number}/{len(groups)}]")
                 self._prune([r for r, n in last_use.items() if n == number - 1])
         finally:
-            for measure in self.measures.values():
-                getattr(measure, "close", lambda: None)()
-            if workdir is not None:
-                shutil.rmtree(workdir, ignore_errors=True)
+            for passes in self.passes.values():
+                passes.close()
         return measured
 
-    def _confirm_group(self, key, changes, pairs, max_pairs, workdir, where):
+    def _confirm_group(self, key, changes, pairs, max_pairs, where):
         workload, mode, before, after = key
         target, measured = pairs, 0
         while True:
-            measured += self._measure_pairs(key, target, changes, workdir)
+            measured += self._measure_pairs(key, target, changes)
             verdicts = [(c, confirm.verdict_of(c, self.held)) for c in changes]
             if target < max_pairs and any(confirm.undecided(v) for _, v in verdicts):
                 target = max_pairs
@@ -171,7 +130,7 @@ class SideBySide:
             self.say(f"{where} {confirm.line(dict(change, confirmation=verdict))}: {verdict['status']}", flush=True)
         return measured
 
-    def _measure_pairs(self, key, target, changes, workdir):
+    def _measure_pairs(self, key, target, changes):
         """The samples pairs 1..target lack, A then B within each pair."""
         workload, mode, before, after = key
         held = confirm.samples(self.held, key)
@@ -186,11 +145,13 @@ class SideBySide:
         if not todo:
             return 0
         predicted = any(c["figure"] == "predicted" for c in changes)  # the prediction costs a compile a cell
-        if self.measure is None and predicted not in self.measures:
+        if self.measure is None and predicted not in self.passes:
             options = Options(warmup=1, repeat=3, time_budget_s=1.0, timeout_s=self.timeout_s, prediction=predicted,
                               torch_index=self.torch_index)
-            self.measures[predicted] = memory_passes(workdir, options)
-        measure = self.measure or self.measures[predicted]
+            # the sweep's memory pass after its workload's reference gradient: the gradient
+            # check runs inside it, and what it leaves is part of the retained figure flagged
+            self.passes[predicted] = MemoryPasses(options, reference=True)
+        measure = self.measure or self.passes[predicted].run
         plan = [self.cell(workload, mode, release) for _, release in todo]
         count = 0
         for (i, release), (_, record) in zip(todo, measure(plan)):

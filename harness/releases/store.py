@@ -13,8 +13,9 @@
     DIR/FRAMEWORK.confirm.jsonl  the side-by-side samples that confirm or reject each
                                  flagged change (side_by_side.py, judged by confirm.py)
     DIR/FRAMEWORK.html           the page (harness/releases/page.py)
-    DIR/.rounds/FRAMEWORK/round-K.jsonl   the working file of round K: `harness run
-                                 --out` appends there, and `--resume` reads it
+    DIR/.rounds/FRAMEWORK/round-K.jsonl   the working file of round K: the round's sweep
+                                 (harness/sweep/api.py) appends there, and resumes
+                                 from it
 
 Why one JSONL file per framework rather than asv results with the release as the x
 axis: asv keys a result by the *benchmarked project's commit* and keeps one
@@ -51,21 +52,11 @@ def envs_path(out, framework):
     return os.path.join(out, f"{framework}.envs.json")
 
 
-def read(path):
-    """The records of `path` ([] when absent), damaged lines named on stderr."""
-    try:
-        records, damaged = results.scan_records(path)
-    except results.RecordFileError:
-        return []
-    results.warn_damaged(damaged)
-    return records
-
-
 def rounds_held(out, framework, rounds):
     """`rounds`, or more where the store already holds more: a store swept with
     --repeats 3 and resumed with --repeats 2 keeps its third round (merge rewrites the
     committed file from the round files, and a round left out would be lost)."""
-    held = [r.get(ROUND_KEY) for r in read(merged_path(out, framework))]
+    held = [r.get(ROUND_KEY) for r in resume.records_in(merged_path(out, framework))]
     folder = os.path.dirname(round_path(out, framework, 1))
     if os.path.isdir(folder):
         held += [int(name[len("round-"):-len(".jsonl")]) for name in os.listdir(folder)
@@ -76,7 +67,7 @@ def rounds_held(out, framework, rounds):
 def seed_rounds(out, framework, rounds):
     """A committed FRAMEWORK.jsonl with no working files beside it (a fresh checkout):
     the round files made again from it, so --resume measures only what is missing."""
-    merged = read(merged_path(out, framework))
+    merged = resume.records_in(merged_path(out, framework))
     for number in range(1, rounds_held(out, framework, rounds) + 1):
         path = round_path(out, framework, number)
         if os.path.exists(path):
@@ -108,7 +99,7 @@ def merge(out, framework, rounds):
     every round held, not only the first `rounds`."""
     merged = []
     for number in range(1, rounds_held(out, framework, rounds) + 1):
-        for record in read(round_path(out, framework, number)):
+        for record in resume.records_in(round_path(out, framework, number)):
             merged.append(dict(compact(record), **{ROUND_KEY: number}))
     results.write_records(merged_path(out, framework), merged)
     return merged
@@ -153,7 +144,7 @@ def forget(out, framework, version, statuses, keys):
     count = 0
     for number in range(1, rounds_held(out, framework, 1) + 1):
         path = round_path(out, framework, number)
-        held = read(path)
+        held = resume.records_in(path)
         kept = [r for r in held if not dropped(r)]
         if len(kept) != len(held):
             results.write_records(path, kept)

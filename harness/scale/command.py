@@ -30,20 +30,18 @@ per cell and the command exits 2 after printing every fit. docs/scale.md.
 """
 
 import math
-import shutil
-import tempfile
 import time
 
 from harness import choices, cli_options, frameworks, results, workloads
 from harness import interrupts
 from harness.sweep import cells, resume
 from harness.sweep.cell_runner import Options
+from harness.sweep.memory_passes import MemoryPasses
 from harness.console import say
 from harness.units import MIB, parse_bytes
 from harness.scale import batches as batch_specs
 from harness.scale import series as scale_series
 from harness.scale.fit import BudgetError, FitError, largest_batch, near_line
-from harness.scale.passes import MemoryPasses
 from harness.scale.table import format_fits, format_predictions
 
 DEFAULT_CAP = 512 * MIB
@@ -126,11 +124,11 @@ class Scale:
             return 2
         if self.args.resume:
             self.records = self._kept()
-        workdir = None
+        memory = None
         try:
-            with interrupts.deferred():  # no signal between making the directory and owning it
-                workdir = tempfile.mkdtemp(prefix="gradmem-scale-")
-            self.memory = MemoryPasses(workdir, self.options, None if self.args.quiet else self._progress)
+            # no reference gradient and no time pass: harness check compares gradients
+            memory = self.memory = MemoryPasses(self.options, reference=False,
+                                                progress=None if self.args.quiet else self._progress)
             self._measure_series()
             fits = self._fits()
             print(format_fits(fits), flush=True)
@@ -147,16 +145,12 @@ class Scale:
                  "killed, temporary files removed; rerun with --resume to measure the rest")
             raise
         finally:
-            if workdir is not None:
-                shutil.rmtree(workdir, ignore_errors=True)
+            if memory is not None:
+                memory.close()  # its workers, zygotes and scratch directory
 
     # ---- measuring -------------------------------------------------------------------
     def _kept(self):
-        try:
-            records, damaged = results.scan_records(self.args.out)
-        except results.RecordFileError:
-            return []
-        results.warn_damaged(damaged)
+        records = resume.records_in(self.args.out)
         planned = {resume.series_key(c) for c in self.todo}
         kept = [r for r in records if r.get("batch") is not None and resume.series_key(r) in planned]
         say(f"resume: {len(kept)} record(s) of these cells already in {self.args.out}", self.args.quiet)

@@ -3,7 +3,12 @@
 The parent's side of every measurement; it never imports a framework. What runs inside
 a worker is harness/measure/ (arrows point one way: sweep -> measure, never back).
 
-- ``command``: ``python -m harness run`` (the matrix, progress, `--resume`, the table);
+- ``api``: a sweep callable from code, ``run(cells, options, out, how)``: what
+  ``harness run`` does after reading its arguments (progress, `--resume`, `--budget`,
+  the table), called by ``command`` (``python -m harness run``), `harness releases`
+  for each round and the step_memory marker; ``plan`` the cells of run's axes;
+- ``memory_passes``: memory passes alone, each record handed back as it ends (`harness
+  scale`, the releases' side-by-side confirmation);
 - ``cells``: the matrix of cells, their labels, and why a cell cannot run here;
 - ``cell_runner``: one cell = reference gradient + memory pass + time pass -> one
   record; ``SETTINGS``/``Options``: the sweep settings every record carries;
@@ -21,8 +26,8 @@ a worker is harness/measure/ (arrows point one way: sweep -> measure, never back
 - ``timeline``: the worker's RSS sampled from the parent; ``summary_table``: the table
   printed at the end of a sweep.
 
-Used by other commands too: `harness check` (check/framework_runner.py), `scale`,
-`bisect` start their workers through ``executor``/``worker_process`` and ``environment``. Shared with
+Used by other commands too: `harness check` (check/framework_runner.py) and `bisect`
+start their workers through ``worker_process`` and ``environment``. Shared with
 them at the package's top: harness/interrupts.py (SIGTERM, SIGHUP, Ctrl-C) and
 harness/origin.py (git commit, machine, versions: a record's provenance).
 """

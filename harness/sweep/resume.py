@@ -38,17 +38,24 @@ def newest(records):
     return list(latest.values())
 
 
+def records_in(path):
+    """The records of the result file at `path`, [] when there is none yet (nothing to
+    resume from); damaged lines are named on stderr and skipped. What a sweep, a
+    release store's round and `harness scale` read back from the file they append to."""
+    try:
+        records, damaged = results.scan_records(path)
+    except results.RecordFileError:
+        return []
+    results.warn_damaged(damaged)
+    return records
+
+
 def split(path, todo, settings):
     """(kept, remaining): the newest record in `path` of each planned cell, and the
     cells of `todo` without one. `settings` maps SETTINGS keys to this run's values
     (cell_runner.Options.settings());
     a kept record measured with others is a ChoiceError naming the option."""
-    try:
-        records, damaged = results.scan_records(path)
-    except results.RecordFileError:
-        return [], list(todo)  # nothing to resume from: run everything
-    results.warn_damaged(damaged)
-    return divide(records, todo, settings, path)
+    return divide(records_in(path), todo, settings, path)
 
 
 def divide(records, todo, settings, path):

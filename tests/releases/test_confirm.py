@@ -43,6 +43,16 @@ def planted_sweep():
     return out
 
 
+class Passes:
+    """Stands in for MemoryPasses (harness/sweep/memory_passes.py): `measure` measures."""
+
+    def __init__(self, measure):
+        self.run = measure
+
+    def close(self):
+        pass
+
+
 class DriftingMeasurer:
     """measure(cells) -> (cell, record): the release's real figure plus the drift so far."""
 
@@ -64,7 +74,7 @@ def store(tmp_path, monkeypatch):
     write_jsonl(out / "autograd.jsonl", planted_sweep())
     (out / "autograd.envs.json").write_text(json.dumps({r: {"versions": {"autograd": r}} for r in REAL}))
     measurer = DriftingMeasurer()
-    monkeypatch.setattr(side_by_side, "memory_passes", lambda workdir, options: measurer)
+    monkeypatch.setattr(side_by_side, "MemoryPasses", lambda options, reference: Passes(measurer))
     return out, measurer
 
 
@@ -211,7 +221,7 @@ def test_an_undecided_figure_is_measured_on_to_max_pairs(tmp_path):
     assert said and said[0].endswith(": confirmed")
 
 
-def test_the_real_memory_passes_measure_as_the_sweep_does(tmp_path):
+def test_the_real_memory_passes_measure_as_the_sweep_does():
     """The side-by-side runner's pass is the sweep's memory pass: a fresh worker after the
     workload's reference gradient (the gradient check runs inside it), no time pass.
     The installed autograd stands in for a release (no environment built)."""
@@ -219,11 +229,8 @@ def test_the_real_memory_passes_measure_as_the_sweep_does(tmp_path):
     from harness.sweep.cell_runner import Options
 
     [cell] = cells.expand(["chained_dot"], [("autograd", None)], ["tiny"], ["float32"], ["cpu"], ["eager"])
-    measure = side_by_side.memory_passes(str(tmp_path), Options(timeout_s=300, prediction=False))
-    try:
-        found = [record for _, record in measure([cell, cell])]
-    finally:
-        measure.close()
+    with side_by_side.MemoryPasses(Options(timeout_s=300, prediction=False), reference=True) as passes:
+        found = [record for _, record in passes.run([cell, cell])]
     assert [r["status"] for r in found] == ["ok", "ok"], [r.get("message") for r in found]
     for r in found:
         assert r["provenance"]["reference_gradient"].startswith("reference engine")  # checked, as in the sweep
@@ -278,12 +285,12 @@ def test_torch_confirm_builds_pruned_releases_from_the_index_named(tmp_path, mon
     (out / "torch.envs.json").write_text(json.dumps({r: {"versions": {"torch": r}} for r in ("2.5.1", "2.6.0")}))
     seen = []
 
-    def passes(workdir, options):
+    def passes(options, reference):
         seen.append(options.torch_index)
-        return lambda cells: ((cell, dict(planted[0] if cell["version"] == "2.5.1" else planted[2],
-                                          version=cell["version"])) for cell in cells)
+        return Passes(lambda cells: ((cell, dict(planted[0] if cell["version"] == "2.5.1" else planted[2],
+                                                 version=cell["version"])) for cell in cells))
 
-    monkeypatch.setattr(side_by_side, "memory_passes", passes)
+    monkeypatch.setattr(side_by_side, "MemoryPasses", passes)
     assert cli.main(["releases", "--framework", "torch", "--out", str(out), "--confirm", "--mode", "compiled",
                      "--torch-index", "pypi"]) == 0
     assert seen == ["pypi"]  # the measuring workers may build a release from it

@@ -151,8 +151,30 @@ def test_torch_index_reaches_the_build_and_every_rounds_sweep(fake_index, monkey
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
     args = parser.parse_args(["--framework", "torch", "--torch-index", "pypi", "--mode", "eager"])
-    ns = command._planned(command.check(args), "2.1.0", args, str(out / "round-1.jsonl"))
-    assert ns.torch_index == "pypi"
+    command.check(args)
+    assert command.round_options(args).torch_index == "pypi"
+
+
+def test_a_rounds_sweep_measures_as_harness_run_does_with_the_same_settings():
+    # each round is `harness run`'s sweep of the release's cells (harness/sweep/api.py),
+    # with run's defaults but the advisory time pass's and the timeout: a round's
+    # records carry the settings `harness run --repeat 4 --time-budget 2 --timeout 99`
+    # would, so either resumes the other's
+    import argparse
+
+    from harness.sweep import command as run_command
+
+    run_parser, releases_parser = argparse.ArgumentParser(), argparse.ArgumentParser()
+    run_command.add_arguments(run_parser)
+    command.add_arguments(releases_parser)
+    run_args = run_parser.parse_args(["--out", "x.jsonl", "--repeat", "4", "--time-budget", "2", "--timeout", "99",
+                                      "--torch-index", "pypi"])
+    args = releases_parser.parse_args(["--framework", "torch", "--time-repeat", "4", "--time-budget", "2",
+                                       "--timeout", "99", "--torch-index", "pypi"])
+    command.check(args)
+    assert command.round_options(args) == run_command.options(run_args)
+    how = command.round_how(args).check()
+    assert (how.resume, how.quiet, how.schedule, how.executor) == (True, True, "serial", "local")
 
 
 @pytest.mark.parametrize("extra, says", [
