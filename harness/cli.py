@@ -20,6 +20,8 @@ COMMANDS = {
     "report": ("harness.report.command", "write the comparison page from result files"),
     "bisect": ("harness.versions.command", "the first release or commit of a framework that moved a figure"),
     "releases": ("harness.releases.command", "every release of a framework measured, and the changes between them"),
+    "report-change": ("harness.upstream.command", "one change between releases, ready to file upstream: a standalone "
+                      "script, its runs under both releases, a report draft"),
     "diff": ("harness.diff.command", "why two records differ: figures, categories, saved bytes by op, environment"),
     "site": ("harness.site.command", "write the observatory: one static site of everything the repository holds"),
     "new-workload": ("harness.workloads.command", "write a commented workload file to edit into your model"),

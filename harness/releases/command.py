@@ -36,6 +36,7 @@ from harness.sweep import resume
 from harness.sweep.cell_runner import Options
 from harness.releases import confirm, detect, listing, page, side_by_side, store
 from harness.results import write_text_atomic
+from harness.upstream import store as upstream_store
 from harness.versions import envs, index, spec
 
 DEFAULT_OUT = "releases"
@@ -313,7 +314,8 @@ def _publish(adapter, args):
     report = _report(out, name, records, args.size)
     results.write_json_atomic(store.changes_path(out, name), report)
     path = os.path.join(out, f"{name}.html")
-    write_text_atomic(path, page.render(name, records, report, store.read_envs(out, name), store.read_meta(out, name)))
+    write_text_atomic(path, page.render(name, records, report, store.read_envs(out, name), store.read_meta(out, name),
+                                        upstream=upstream_store.read_outcomes(out, name)))
     print(detect.summary(report), flush=True)
     print(confirm.summary(report), flush=True)
     print(f"records {store.merged_path(out, name)}; changes {store.changes_path(out, name)}; page {path}", flush=True)

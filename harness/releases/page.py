@@ -33,7 +33,9 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; } tr.differs td.
 W, H, LEFT, BOTTOM, TOP, PAD = 300, 150, 58, 44, 22, 8
 
 
-def render(framework, records, document, env_info, meta):
+def render(framework, records, document, env_info, meta, upstream=None):
+    """The page; `upstream`: the standalone outcomes (harness/upstream/store.py,
+    FRAMEWORK.upstream.json), said beside each actionable change's line and counted."""
     releases = sorted({r.get("version") for r in records if r.get("version")}, key=index.sort_key)
     changes = document["changes"]
     modes = sorted({r["mode"] for r in records})
@@ -67,7 +69,7 @@ def render(framework, records, document, env_info, meta):
 {_intro(framework, records, releases, document, meta)}
 <nav>{nav}<a href="#changes">changes</a><a href="#flat">flat</a><a href="#releases">releases</a></nav>
 <h2>Figures against the release</h2>{''.join(sections)}
-<section id="changes"><h2>Changes</h2>{_confirmed_first(document)}</section>
+<section id="changes"><h2>Changes</h2>{_confirmed_first(document, upstream)}</section>
 <section id="flat"><h2>What stayed flat</h2>{_flat(document)}</section>
 <section id="releases"><h2>Releases and their environments</h2>{_releases(releases, records, env_info, meta)}</section>
 </body></html>
@@ -157,8 +159,11 @@ FOLDED = (
 )
 
 
-def _confirmed_first(document):
-    """The confirmed changes a user would act on, one line each; everything else folded."""
+def _confirmed_first(document, upstream=None):
+    """The confirmed changes a user would act on, one line each (its id, and whether a
+    standalone script reproduced it); everything else folded."""
+    from harness.upstream import ids, store as upstream_store  # the page's one reader of the outcomes
+
     changes = document["changes"]
     if not changes:
         return '<p class="none">No figure moved between consecutive releases by more than its run-to-run band.</p>'
@@ -174,10 +179,26 @@ def _confirmed_first(document):
             + f'. {esc(rule[:1].upper() + rule[1:])}. Both runs\' figures are shown: the sweep\'s rounds and the '
             f'side-by-side pairs.</p>')
     lines = confirm.lead_lines(groups["actionable"])
+    outcomes = (upstream or {}).get("changes") or {}
+    framework = document.get("framework", "")
+
+    def standalone(c):
+        words = upstream_store.label(outcomes.get(ids.of(framework, c)))
+        return f' · <b class="standalone">{esc(words)}</b>' if words else ""
+
     lead = "".join(
-        f'<li class="change-{c["direction"]}">{esc(text)}<br><code>{esc(c["command"] or "")}</code></li>'
+        f'<li class="change-{c["direction"]}" id="{esc(ids.slug(ids.of(framework, c)))}">{esc(text)}{standalone(c)}'
+        f'<br><code>{esc(ids.of(framework, c))}</code> · <code>{esc(c["command"] or "")}</code></li>'
         for text, c in lines)
-    lead = (f'<h3>Confirmed changes a user would act on ({len(lines)})</h3>'
+    counted = upstream_store.tally(document, upstream or {})
+    reproduced = (f'<p class="meaning">Standalone (<code>harness report-change</code>: the step in plain '
+                  f'{esc(framework)} code and a probe of the same figures, run under both releases with nothing of '
+                  f'gradmem installed): {counted["run"]} of the {counted["actionable"]} actionable figures run, '
+                  f'{counted["reproduced"]} reproduced standalone, {counted["harness only"]} harness only'
+                  + (f', {counted["failed"]} failed' if counted["failed"] else "")
+                  + (f', {counted["unavailable"]} could not be run (an environment)' if counted["unavailable"] else "")
+                  + ".</p>") if counted["run"] else ""
+    lead = (f'<h3>Confirmed changes a user would act on ({len(lines)})</h3>' + reproduced
             + (f'<ul class="actionable">{lead}</ul>' if lead else '<p class="none">None confirmed yet.</p>'))
     folded = "".join(
         f'<details><summary>{esc(title)} ({len(groups[status])})</summary>{_changes(groups[status])}</details>'

@@ -4,6 +4,7 @@ the repository holds (docs/site.md).
 DIR/index.html         the front page: headline comparison per committed record set, links
 DIR/comparison/D-S/    the comparison page (`harness report`) of device D, size S, and its records
 DIR/releases/          every change between releases, newest first; each framework's page
+DIR/releases/upstream/ the changes made ready to file upstream: each report draft and its script
 DIR/seeds.html         docs/seeds.md; DIR/gpu.html: docs/gpu.md
 DIR/history/           the asv history site (needs asv and the vendored scripts; seen over HTTP)
 
@@ -16,7 +17,7 @@ import sys
 
 from harness.results import write_text_atomic
 from harness.report.records import RecordError
-from harness.site import comparisons, docs, front, history, releases
+from harness.site import comparisons, docs, front, history, releases, upstream
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: the record sets the front page expects, and why one may be absent
@@ -49,6 +50,7 @@ def build_site(out_dir, root=ROOT, with_history=True, asv_assets=None):
     present = {s.name for s in record_sets}
     missing = [shown for name, shown in EXPECTED.items() if name not in present]
     listed = releases.write(os.path.join(root, "releases"), out_dir)
+    upstream.write(os.path.join(root, "releases"), out_dir)  # releases/upstream/: the report drafts and scripts
     docs.write(os.path.join(root, "docs"), out_dir)
     if with_history:
         cpu = next((s for s in record_sets if s.device == "cpu"), None)

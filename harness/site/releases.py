@@ -230,7 +230,9 @@ def render_overview(per_framework, with_page, diffs=None):
         "<em>Confirmation</em>: the side-by-side re-measurement (<code>harness releases --confirm</code>). "
         "<em>Why</em>: <code>harness diff</code> of the two releases' cells (the median round of each by step "
         "peak): the figures, the categories and ops that moved, the environment.</p>"
-        f"<p>Each framework, release by release: {links}</p>" + "".join(sections))
+        f"<p>Each framework, release by release: {links}</p>"
+        '<p>Changes made ready to file upstream (a standalone script run under both releases, and a report '
+        'draft): <a href="upstream/index.html">upstream/</a>.</p>' + "".join(sections))
     return page("gradmem: changes between releases", body, depth=1)
 
 

@@ -1,0 +1,226 @@
+"""`python -m harness report-change`: one change of a release store, ready to file upstream.
+
+    python -m harness report-change 'torch:rnn_fanout:compiled:retained:2.3.1->2.4.0' --torch-index pypi
+    python -m harness report-change 'jax:chained_dot:compiled:step_peak:0.5.0->0.5.1'
+    python -m harness report-change --framework tensorflow --actionable --limit 10
+
+For a change (its id, as the release page and docs/releases.md show it beside each
+line, or the line itself) of the store in --out (default releases/):
+
+1. writes a standalone script, DIR/upstream/FRAMEWORK/GROUP.py: the workload's step in
+   plain framework code (the op-set workload with that framework's ops inlined, or a
+   native step file as written), its sizes, and the probe, which measures the figures
+   as docs/measurement.md defines them; it imports only the framework, NumPy and the
+   standard library;
+2. runs it under both releases' environments (the store's, built again where the sweep
+   pruned them), --runs fresh processes each, interleaved, and judges every confirmed
+   figure of the step: reproduced standalone (the same direction, at least half the
+   size) or harness only (harness/upstream/verdict.py); the outcome goes to
+   DIR/FRAMEWORK.upstream.json, each run to DIR/FRAMEWORK.upstream.jsonl;
+3. writes the report draft, DIR/upstream/FRAMEWORK/GROUP.md, and the framework's page
+   again, whose line for the change then says "reproduced standalone" or "harness only".
+
+`--write-only` writes the script and the draft and runs nothing. `--framework F
+--actionable` does it for every group of F's store with an actionable change, cheapest
+first (harness/upstream/batch.py), skipping groups already judged for their current
+script (`--retry` runs failed and unavailable ones again); `--limit N` and `--budget S`
+stop it after N groups or once S seconds have passed (the group under way finishes).
+SIGTERM/SIGHUP/Ctrl-C stop it with every finished run kept.
+
+Exit: 0 done (a change that did not reproduce is a finding, not an error); 2 bad input
+(an unknown id, a framework without scripts); 3 a group could not be run (an
+environment that cannot be built, every run of a side failed): said in one line and
+recorded, the other groups' work kept; 128 + the signal when stopped.
+"""
+
+import os
+import sys
+import time
+
+from harness import cli_options, interrupts
+from harness.choices import ChoiceError
+from harness.releases import store as release_store
+from harness.units import MIB
+from harness.upstream import batch, emitters, ids, inline, report_change, runner, store, verdict
+from harness.versions import envs
+
+DEFAULT_OUT = "releases"
+
+
+def add_arguments(parser):
+    parser.add_argument("change", nargs="?", default=None,
+                        help="the change: its id FRAMEWORK:WORKLOAD:MODE:FIGURE:BEFORE->AFTER (shown beside its line on "
+                             "the release page and in docs/releases.md), or the line itself")
+    parser.add_argument("--out", default=DEFAULT_OUT, help=f"the release store's directory (default {DEFAULT_OUT})")
+    parser.add_argument("--framework", default=None, help="with --actionable: the store's framework")
+    parser.add_argument("--actionable", action="store_true",
+                        help="every group of the store with an actionable change, cheapest first (resumable)")
+    parser.add_argument("--runs", type=int, default=runner.RUNS,
+                        help=f"fresh runs of the script under each release (default {runner.RUNS})")
+    parser.add_argument("--write-only", action="store_true", help="write the script and the draft; run nothing")
+    parser.add_argument("--retry", action="store_true", help="with --actionable: run failed and unavailable groups again")
+    parser.add_argument("--limit", type=int, default=None, help="with --actionable: at most this many groups")
+    parser.add_argument("--budget", action=cli_options.seconds_action(none_ok=True), default=None, metavar="SECONDS",
+                        help="with --actionable: start no group after this many seconds (default: none)")
+    parser.add_argument("--keep-envs", action="store_true",
+                        help="keep the environments this run built (default: each is removed after its last group)")
+    parser.add_argument("--torch-index", default=None,
+                        help="torch only: where a release is installed from where its environment is not built: an "
+                             "index URL, or 'pypi' (the CUDA builds the store was measured with)")
+    cli_options.add_timeout(parser, runner.TIMEOUT_S, "seconds one run of the script may take")
+
+
+def _document(out, framework):
+    path = release_store.changes_path(out, framework)
+    document = _read(path)
+    if not document.get("changes"):
+        stores = sorted(name[:-len(".changes.json")] for name in os.listdir(out) if name.endswith(".changes.json")) \
+            if os.path.isdir(out) else []
+        raise ChoiceError(f"{path}: no store of {framework}'s changes (stores in {out}: "
+                          f"{', '.join(stores) or 'none'})")
+    document.setdefault("framework", framework)
+    return document
+
+
+def _read(path):
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def check(args):
+    if args.runs < 2:
+        raise ChoiceError("--runs must be at least 2 (a side's median needs two runs)")
+    if args.actionable:
+        if args.change:
+            raise ChoiceError("name one change, or --framework F --actionable for all of a store; not both")
+        if not args.framework:
+            raise ChoiceError(f"--actionable needs --framework (one of {', '.join(emitters.FRAMEWORKS)})")
+        if args.framework not in emitters.FRAMEWORKS:
+            raise ChoiceError(f"--framework {args.framework}: standalone scripts are written for "
+                              f"{', '.join(emitters.FRAMEWORKS)} (harness/upstream/emitters.py)")
+        return args.framework, None
+    if args.retry or args.limit is not None or args.budget is not None:
+        raise ChoiceError("--retry, --limit and --budget go with --framework F --actionable")
+    if not args.change:
+        raise ChoiceError("name a change (its id, e.g. torch:rnn_fanout:compiled:retained:2.3.1->2.4.0), or "
+                          "--framework F --actionable")
+    framework = ids.parse(args.change)[0]
+    if framework not in emitters.FRAMEWORKS:
+        raise ChoiceError(f"{args.change}: a {framework} change; standalone scripts are written for "
+                          f"{', '.join(emitters.FRAMEWORKS)} (harness/upstream/emitters.py)")
+    return framework, args.change
+
+
+def main(args):
+    framework, named = check(args)
+    document = _document(args.out, framework)
+    if named is not None:
+        change = ids.find(document, framework, named)
+        if change.get("advisory"):
+            raise ChoiceError(f"{ids.of(framework, change)} is advisory ({change.get('advisory_why') or 'time'}): "
+                              "never a memory change to reproduce")
+        if change["figure"] not in verdict.MEASURED:
+            raise ChoiceError(f"{ids.of(framework, change)}: {change['figure']} is not measured by the standalone "
+                              f"probe (it measures {', '.join(verdict.MEASURED)})")
+        plan = [change]
+    else:
+        plan = batch.groups(document)
+    with interrupts.handling():
+        try:
+            return _run(args, framework, document, plan, named is None)
+        except interrupts.Interrupted as stop:
+            print(f"stopped: every finished run is in {store.samples_path(args.out, framework)}; run again to go on",
+                  file=sys.stderr)
+            return stop.exit_code
+
+
+def _run(args, framework, document, plan, is_batch):
+    out = args.out
+    env_info = release_store.read_envs(out, framework)
+    confirm_records = store.read_records(release_store.confirm_path(out, framework))
+    root = envs.cache_root()
+    before = set(os.listdir(root)) if os.path.isdir(root) else set()
+    if is_batch:
+        walls = batch.sample_walls(confirm_records)
+        plan = batch.order(plan, env_info, walls, lambda r: report_change.cached(framework, r), args.runs)
+    started, ran, failed, skipped = time.monotonic(), 0, 0, 0
+    outcomes = store.read_outcomes(out, framework)
+    for number, change in enumerate(plan, 1):
+        group = report_change.Group(out, framework, document, change)
+        try:
+            script_path = report_change.write_script(group)
+        except inline.InlineError as err:
+            print(f"error: {group.id}: {err}", file=sys.stderr)
+            if not is_batch:
+                return 2
+            failed += 1
+            continue
+        with open(script_path, encoding="utf-8") as handle:
+            sha = store.script_hash(handle.read())
+        if is_batch:
+            if batch.done(outcomes, framework, document, change, sha) and not (
+                    args.retry and any(o.get("status") in ("failed", "unavailable")
+                                       for o in outcomes["changes"].values() if o.get("group") == group.id)):
+                skipped += 1
+                continue
+            if args.limit is not None and ran >= args.limit:
+                break
+            if args.budget is not None and time.monotonic() - started > args.budget:
+                print(f"budget of {args.budget:.0f} s spent: stopped before {group.id}", flush=True)
+                break
+        print(f"[{number}/{len(plan)}] {group.id}: {script_path}", flush=True)
+        if not args.write_only:
+            found = report_change.measure(group, script_path, runs=args.runs, torch_index=args.torch_index,
+                                          timeout_s=args.timeout or runner.TIMEOUT_S)
+            ran += 1
+            for change_id, outcome in found.items():
+                print(f"  {change_id}: {_said(outcome)}", flush=True)
+            if any(o["status"] in ("failed", "unavailable") for o in found.values()):
+                failed += 1
+            outcomes = store.read_outcomes(out, framework)
+        draft_path = report_change.write_draft(group, script_path, args.torch_index)
+        print(f"  draft {draft_path}", flush=True)
+        if not args.keep_envs and is_batch:
+            _prune(framework, plan[number:], before)
+    if not args.write_only:
+        page = report_change.publish_page(out, framework, document)
+        counted = store.tally(document, store.read_outcomes(out, framework))
+        print(f"{framework}: {counted['run']} of {counted['actionable']} actionable changes run standalone: "
+              f"{counted['reproduced']} reproduced, {counted['harness only']} harness only, {counted['failed']} failed, "
+              f"{counted['unavailable']} unavailable" + (f" (this run: {ran} group(s), {skipped} already judged)"
+                                                          if is_batch else "") + (f"; page {page}" if page else ""),
+              flush=True)
+    if not args.keep_envs and not is_batch:
+        _prune(framework, [], before)
+    return 3 if failed else 0
+
+
+def _said(outcome):
+    words = store.label(outcome) or outcome["status"]
+    if outcome.get("before") is not None:
+        harness = outcome.get("harness") or {}
+        return (f"{words}: standalone {outcome['before'] / MIB:.2f} -> {outcome['after'] / MIB:.2f} MiB "
+                f"({outcome['delta'] / MIB:+.2f}, p = {outcome['p']:.3g}); side by side "
+                f"{(harness.get('before') or 0) / MIB:.2f} -> {(harness.get('after') or 0) / MIB:.2f} MiB"
+                + (f" ({outcome['why']})" if outcome.get("why") else ""))
+    return f"{words}: {outcome.get('why', '')}"
+
+
+def _prune(framework, remaining, before):
+    """Remove the environments this process built that no group left in `remaining` uses."""
+    needed = {r for change in remaining for r in (change["before_release"], change["release"])}
+    root = envs.cache_root()
+    if not os.path.isdir(root):
+        return
+    for name in sorted(set(os.listdir(root)) - before):
+        path = os.path.join(root, name)
+        if not name.startswith(f"{framework}-") or not os.path.isdir(path) or name.startswith("."):
+            continue
+        release = name[len(framework) + 1:].rsplit("-py", 1)[0]
+        if release not in needed:
+            envs.remove(path)

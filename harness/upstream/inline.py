@@ -1,0 +1,210 @@
+"""A workload's code with one framework's ops inlined: plain framework source.
+
+The op-set workload (harness/workloads/NAME.py) is read as source, never run: the
+functions its ``init`` and ``loss`` need (and the module's constants they read) are
+kept, and every ``ops.NAME(...)`` call in them is replaced by the framework's own
+expression (emitters.py), bottom-up, so ``ops.tanh(ops.add(ops.matmul(h, W), b))``
+becomes ``torch.tanh(h @ W + b)``. The ``ops`` parameter the workload threads through
+its helpers is dropped from every definition and call. ``checkpoint(f, *xs)`` becomes
+``f(*xs)`` and ``chain`` the plain loop (emitters.CHAIN): the sweep's cells ran no
+remat. Comments are not kept (the AST has none); docstrings are.
+
+`inlined(workload, framework)` returns the source and the helpers it calls.
+"""
+
+import ast
+import inspect
+import textwrap
+
+from harness.ops import OPS
+from harness.upstream import emitters
+
+#: the functions a script needs of a workload: the data and the loss
+ENTRY_POINTS = ("init", "loss")
+
+
+class InlineError(ValueError):
+    """A workload the inliner cannot write as plain framework code (the message says where)."""
+
+
+def signature(op):
+    """[(parameter, default source or None)] of `op` from its signature in harness/ops.py."""
+    text = OPS[op][0]
+    node = ast.parse(f"def {text}: pass").body[0]
+    args = node.args
+    defaults = [None] * (len(args.args) - len(args.defaults)) + [ast.unparse(d) for d in args.defaults]
+    params = [(a.arg, d) for a, d in zip(args.args, defaults)]
+    if args.vararg:
+        params.append(("*" + args.vararg.arg, None))
+    return params
+
+
+def _bind(op, call):
+    """{parameter: source} of an ops call (keywords by name, defaults filled in)."""
+    params = signature(op)
+    found = {}
+    positional = [p for p, _ in params if not p.startswith("*")]
+    if len(call.args) > len(positional) or any(isinstance(a, ast.Starred) for a in call.args):
+        raise InlineError(f"ops.{op} at line {call.lineno}: more positional arguments than {OPS[op][0]}")
+    for name, arg in zip(positional, call.args):
+        found[name] = ast.unparse(arg)
+    for keyword in call.keywords:
+        if keyword.arg not in positional or keyword.arg in found:
+            raise InlineError(f"ops.{op} at line {call.lineno}: keyword {keyword.arg!r} does not fit {OPS[op][0]}")
+        found[keyword.arg] = ast.unparse(keyword.value)
+    for name, default in params:
+        if name not in found:
+            if default is None:
+                raise InlineError(f"ops.{op} at line {call.lineno}: {name!r} missing ({OPS[op][0]})")
+            found[name] = default
+    return found
+
+
+def _is_ops(node):
+    return isinstance(node, ast.Name) and node.id == "ops"
+
+
+def _pretty_index(node):
+    """`x[(Ellipsis, slice(0, 3))]` written as `x[..., 0:3]`."""
+    class Pretty(ast.NodeTransformer):
+        def visit_Name(self, name):
+            return ast.Constant(Ellipsis) if name.id == "Ellipsis" else name
+
+        def visit_Call(self, call):
+            self.generic_visit(call)
+            if isinstance(call.func, ast.Name) and call.func.id == "slice" and not call.keywords and len(call.args) <= 3:
+                parts = list(call.args) + [None] * (3 - len(call.args))
+                if len(call.args) == 1:
+                    parts = [None, call.args[0], None]
+                lower, upper, step = (None if isinstance(p, ast.Constant) and p.value is None else p for p in parts)
+                return ast.Slice(lower, upper, step)
+            return call
+
+    if isinstance(node, ast.Subscript):
+        node.slice = Pretty().visit(node.slice)
+    return node
+
+
+class _Inliner(ast.NodeTransformer):
+    def __init__(self, framework):
+        self.framework = framework
+        self.helpers = set()
+        self.chain = False
+
+    def visit_Call(self, call):
+        # a helper called with ops gets it no more; the arguments are inlined first (bottom-up)
+        call.args = [self.visit(a) for a in call.args if not _is_ops(a)]
+        call.keywords = [self.visit(k) for k in call.keywords]
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and _is_ops(func.value)):
+            call.func = self.visit(func)
+            return call
+        op = func.attr
+        if op not in OPS:
+            raise InlineError(f"ops.{op} at line {call.lineno} is not an op of the op set (harness/ops.py)")
+        if op == "checkpoint":  # the plain call: f(*xs)
+            if not call.args:
+                raise InlineError(f"ops.checkpoint at line {call.lineno} has no function")
+            return ast.copy_location(ast.Call(call.args[0], call.args[1:], call.keywords), call)
+        if op == "chain":
+            self.chain = True
+            return ast.copy_location(ast.Call(ast.Name("chain", ast.Load()), call.args, call.keywords), call)
+        text, helper = emitters.emit(self.framework, op, _bind(op, call))
+        if helper:
+            self.helpers.add(helper)
+        node = ast.parse(text, mode="eval").body
+        return ast.copy_location(_pretty_index(node) if op == "getitem" else node, call)
+
+    def _drop_ops(self, args):
+        for field in ("posonlyargs", "args", "kwonlyargs"):
+            setattr(args, field, [a for a in getattr(args, field) if a.arg != "ops"])
+
+    def visit_FunctionDef(self, node):
+        self._drop_ops(node.args)
+        self.generic_visit(node)
+        return node
+
+    def visit_Lambda(self, node):
+        self._drop_ops(node.args)
+        self.generic_visit(node)
+        return node
+
+    def visit_Name(self, node):
+        if node.id == "ops":
+            raise InlineError(f"line {node.lineno}: `ops` used other than as ops.NAME(...) or passed on to a helper")
+        return node
+
+
+def _assigned(node):
+    """The names a module-level assignment binds (`A = 1`, `NEAR, FAR = 2.0, 6.0`)."""
+    return [n.id for target in node.targets for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+def _top_level(tree):
+    """{name: node} of the module's functions and constants, and its imports."""
+    defined, imports = {}, []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            defined[node.name] = node
+        elif isinstance(node, ast.Assign):
+            for name in _assigned(node):
+                defined[name] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports.append(node)
+    return defined, imports
+
+
+def _needed(defined, roots):
+    """The module-level nodes `roots` reach through the names they read, in module order."""
+    seen, todo = set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in defined:
+            continue
+        seen.add(name)
+        todo += [n.id for n in ast.walk(defined[name]) if isinstance(n, ast.Name)]
+    return seen
+
+
+def inlined(module, framework):
+    """(source, helpers, uses_chain, imports) of `module`'s init and loss with
+    `framework`'s ops inlined: `imports` are the module's own import lines the kept code
+    reads (math, numpy)."""
+    if framework not in emitters.FRAMEWORKS:
+        raise InlineError(f"no standalone scripts for {framework}: written for {', '.join(emitters.FRAMEWORKS)}")
+    tree = ast.parse(textwrap.dedent(inspect.getsource(module)))
+    defined, imports = _top_level(tree)
+    missing = [name for name in ENTRY_POINTS if name not in defined]
+    if missing:
+        raise InlineError(f"{module.__name__} defines no {', '.join(missing)}")
+    keep = _needed(defined, ENTRY_POINTS)
+    nodes = []
+    for node in tree.body:
+        names = ([node.name] if isinstance(node, ast.FunctionDef) else
+                 _assigned(node) if isinstance(node, ast.Assign) else [])
+        if names and any(n in keep for n in names) and node not in nodes:
+            nodes.append(node)
+    inliner = _Inliner(framework)
+    body = [inliner.visit(node) for node in nodes]
+    read = {n.id for node in body for n in ast.walk(node) if isinstance(n, ast.Name)}
+    used_imports = []
+    for node in imports:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("harness"):
+            continue  # gradmem's own helpers (itemsize): used by the bound only, not kept
+        names = [(a.asname or a.name).split(".")[0] for a in node.names]
+        if any(n in read for n in names):
+            used_imports.append(ast.unparse(node))
+    source = "\n\n\n".join(ast.unparse(ast.fix_missing_locations(node)) for node in body) + "\n"
+    return source, sorted(inliner.helpers), inliner.chain, used_imports
+
+
+def function(func, framework, name=None):
+    """(source, helpers, uses_chain) of one op-set function (``ops`` its first
+    parameter, e.g. the runtime warm-up's loss) with `framework`'s ops inlined, named
+    `name` (default: its own)."""
+    node = ast.parse(textwrap.dedent(inspect.getsource(func))).body[0]
+    if name:
+        node.name = name
+    inliner = _Inliner(framework)
+    node = inliner.visit(node)
+    return ast.unparse(ast.fix_missing_locations(node)) + "\n", sorted(inliner.helpers), inliner.chain

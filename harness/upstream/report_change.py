@@ -1,0 +1,116 @@
+"""One group of a store, end to end: its script, its runs, its verdicts, its draft.
+
+A group is what one standalone measurement serves (ids.py): the figures of one
+(workload, mode, release pair). `write_script` writes its script; `measure` runs it
+under both releases (runner.py) and judges every confirmed figure of the group
+(verdict.py), recording the outcomes (store.py); `write_draft` writes the Markdown
+draft; `publish_page` writes the framework's release page again so its lines say
+"reproduced standalone" or "harness only".
+"""
+
+import os
+
+from harness import results
+from harness.releases import page as release_page
+from harness.releases import store as release_store
+from harness.upstream import draft, ids, runner, script, store, verdict
+from harness.versions import envs as version_envs
+
+
+class Group:
+    """A group of `framework`'s store in `out`: its changes, the lead first."""
+
+    def __init__(self, out, framework, document, change):
+        self.out, self.framework, self.document = out, framework, document
+        self.members = ids.group_members(document, change)
+        confirmed = [c for c in self.members if (c.get("confirmation") or {}).get("status") == "confirmed"
+                     and c["figure"] in verdict.MEASURED]
+        actionable = [c for c in confirmed if c.get("actionable")]
+        self.lead = (actionable or confirmed or [change])[0]
+        self.judged = confirmed or [change]  # the figures a run is judged for
+        self.key = (change["workload"], change["mode"], change["before_release"], change["release"])
+        self.id = ids.group_of(framework, self.key)
+        self.size = document.get("size") or change.get("size") or "small"
+
+    @property
+    def releases(self):
+        return self.key[2], self.key[3]
+
+    def path(self, suffix):
+        return os.path.join(store.artifacts_dir(self.out, self.framework), ids.slug(self.id) + suffix)
+
+
+def write_script(group, dtype="float32"):
+    """The group's standalone script, written beside the store; its path."""
+    lead = group.lead
+    found = lead.get("confirmation") or {}
+    about = (f"gradmem found {lead['figure']} of {lead['workload']} ({lead['mode']}) move from "
+             f"{draft.mib(found.get('before', lead['before']))} at {lead['before_release']} to "
+             f"{draft.mib(found.get('after', lead['after']))} at {lead['release']} (id {ids.of(group.framework, lead)}).")
+    spec = script.Spec(group.framework, lead["workload"], lead["mode"], group.size, dtype, lead["figure"],
+                       draft.title(group.framework, lead), about)
+    path = group.path(".py")
+    results.write_text_atomic(path, script.write(spec))
+    return path
+
+
+def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=runner.TIMEOUT_S, say=print):
+    """Run the script under both releases and record each judged figure's outcome;
+    returns {id: outcome}."""
+    by_release, unavailable = runner.run_group(group.out, group.framework, group.id, group.releases, script_path,
+                                               runs=runs, torch_index=torch_index, timeout_s=timeout_s, say=say)
+    outcomes = store.read_outcomes(group.out, group.framework)
+    found = {}
+    with open(script_path, encoding="utf-8") as handle:
+        sha = store.script_hash(handle.read())
+    for change in group.judged:
+        if unavailable:
+            outcome = {"status": "unavailable", "why": unavailable, "figure": change["figure"]}
+        else:
+            outcome = verdict.judge(change, by_release)
+        outcome.update(group=group.id, script=os.path.relpath(script_path, group.out), script_sha=sha,
+                       draft=os.path.relpath(group.path(".md"), group.out), actionable=bool(change.get("actionable")))
+        found[ids.of(group.framework, change)] = outcome
+    outcomes["framework"] = group.framework
+    outcomes["rule"] = verdict.RULE
+    outcomes["changes"].update(found)
+    outcomes["groups"][group.id] = {"releases": list(group.releases), "runs": runs, "script": found and
+                                    next(iter(found.values()))["script"]}
+    store.write_outcomes(group.out, group.framework, outcomes)
+    return found
+
+
+def runs_of(group, script_path):
+    """{release: {index: sample}} held for the group's current script."""
+    with open(script_path, encoding="utf-8") as handle:
+        sha = store.script_hash(handle.read())
+    return runner.held(store.read_samples(group.out, group.framework), group.id, sha)
+
+
+def write_draft(group, script_path, torch_index=None):
+    outcomes = store.read_outcomes(group.out, group.framework)["changes"]
+    text = draft.render(group.framework, [group.lead] + [c for c in group.members if c is not group.lead], outcomes,
+                        runs_of(group, script_path), release_store.read_envs(group.out, group.framework),
+                        store.read_records(release_store.confirm_path(group.out, group.framework)),
+                        os.path.basename(script_path), store_dir=group.out, torch_index=torch_index)
+    path = group.path(".md")
+    results.write_text_atomic(path, text)
+    return path
+
+
+def publish_page(out, framework, document):
+    """FRAMEWORK.html written again from the store (its changes as held, the standalone
+    outcomes beside their lines)."""
+    records = store.read_records(release_store.merged_path(out, framework))
+    if not records:
+        return None
+    path = os.path.join(out, f"{framework}.html")
+    results.write_text_atomic(path, release_page.render(
+        framework, records, document, release_store.read_envs(out, framework), release_store.read_meta(out, framework),
+        upstream=store.read_outcomes(out, framework)))
+    return path
+
+
+def cached(framework, release):
+    """True when the release's environment is built already (no download to run it)."""
+    return version_envs.cached(f"{framework}-{release}") is not None

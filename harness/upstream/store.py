@@ -1,0 +1,111 @@
+"""What the standalone runs found, kept beside the release store (--out, default releases/):
+
+    DIR/FRAMEWORK.upstream.jsonl     every run of a standalone script: its group, release,
+                                     index, the script's hash, and the JSON line it printed
+                                     (or why it failed); appended as each run ends, so a
+                                     stopped batch goes on where it stopped
+    DIR/FRAMEWORK.upstream.json      per change (its id): the verdict (reproduced
+                                     standalone, harness only, failed, unavailable), both
+                                     sides' standalone samples and the harness's move
+    DIR/upstream/FRAMEWORK/ID.py     the standalone script of a group (one per workload,
+                                     mode and release pair: it measures every figure)
+    DIR/upstream/FRAMEWORK/ID.md     the report draft of that group's changes
+
+The page (releases/page.py), docs/releases.md (tools/release_tallies.py) and the site
+read the outcomes through `read_outcomes` and `label`.
+"""
+
+import hashlib
+import json
+import os
+
+from harness import results
+
+#: outcome status -> the words a change's line says
+LABELS = {
+    "reproduced": "reproduced standalone",
+    "harness only": "harness only",
+    "failed": "standalone script failed",
+    "unavailable": "not run standalone: an environment could not be built",
+}
+
+
+def samples_path(out, framework):
+    return os.path.join(out, f"{framework}.upstream.jsonl")
+
+
+def outcomes_path(out, framework):
+    return os.path.join(out, f"{framework}.upstream.json")
+
+
+def artifacts_dir(out, framework):
+    return os.path.join(out, "upstream", framework)
+
+
+def script_hash(text):
+    """The hash of a script's code: its docstring left out (it quotes the store's figures,
+    which a later confirmation may refine without changing what the script measures)."""
+    if text.startswith('"""'):
+        text = text[text.index('"""', 3) + 3:]
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_records(path, check=True):
+    """The lines of a JSONL file ([] when absent), a damaged line named on stderr and
+    skipped; `check`: each must be a gradmem record (results.validate)."""
+    try:
+        found, damaged = results.scan_records(path, check=check)
+    except results.RecordFileError:
+        return []
+    results.warn_damaged(damaged)
+    return found
+
+
+def read_samples(out, framework):
+    """Every run held ([] when none)."""
+    return read_records(samples_path(out, framework), check=False)
+
+
+def append_sample(out, framework, sample):
+    results.append_record(samples_path(out, framework), sample)
+
+
+def read_outcomes(out, framework):
+    """{"changes": {id: outcome}, "groups": {group id: ...}} ({} parts when absent)."""
+    path = outcomes_path(out, framework)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except (OSError, ValueError):
+        found = {}
+    found.setdefault("changes", {})
+    found.setdefault("groups", {})
+    return found
+
+
+def write_outcomes(out, framework, outcomes):
+    results.write_json_atomic(outcomes_path(out, framework), outcomes)
+
+
+def label(outcome):
+    """The words of a change's line: "reproduced standalone", "harness only", ... ("" when
+    the change was not run standalone)."""
+    return LABELS.get((outcome or {}).get("status"), "")
+
+
+def tally(document, outcomes):
+    """{"actionable", "run", "reproduced", "harness only", "failed", "unavailable"} over
+    the actionable changes of `document` (a changes.json)."""
+    from harness.upstream import ids
+
+    framework = document.get("framework", "")
+    counts = {"actionable": 0, "run": 0, **{status: 0 for status in LABELS}}
+    for change in document.get("changes") or []:
+        if not change.get("actionable"):
+            continue
+        counts["actionable"] += 1
+        found = outcomes.get("changes", {}).get(ids.of(framework, change))
+        if found and found.get("status") in LABELS:
+            counts["run"] += 1
+            counts[found["status"]] += 1
+    return counts

@@ -1,0 +1,94 @@
+"""The workloads with a framework's ops inlined compute what the adapter's op table does.
+
+Every op of the op set has an emitter in each framework the scripts are written for;
+every built-in workload inlines with no `ops` left; and, run in the framework, the
+inlined loss equals the adapter's loss on the same arrays (torch here at tiny; JAX and
+TensorFlow, whose imports and eager compiles take longer, marked slow)."""
+
+import importlib
+import importlib.util
+import math
+
+import numpy as np
+import pytest
+
+from harness import frameworks, workloads
+from harness.ops import OPS
+from harness.upstream import emitters, inline, programs
+
+
+def test_every_op_has_an_emitter_in_every_framework():
+    segments = {"checkpoint", "chain"}  # the plain call and loop, written by the inliner itself
+    for framework, table in emitters.EMITTERS.items():
+        assert set(table) == set(OPS) - segments, framework
+        for name, helper in emitters.HELPERS[framework].items():
+            assert helper.startswith(f"def {name}("), (framework, name)
+
+
+@pytest.mark.parametrize("framework", emitters.FRAMEWORKS)
+def test_every_workload_inlines_to_plain_framework_code(framework):
+    for name in workloads.NAMES:
+        source, helpers, _, imports = inline.inlined(workloads.get(name), framework)
+        assert "ops." not in source and "ops," not in source, (framework, name)
+        assert "def loss(params, inputs, cfg)" in source and "def init(rng, cfg, dtype)" in source
+        assert all(h in emitters.HELPERS[framework] for h in helpers)
+        assert not any("harness" in line for line in imports)
+
+
+def test_a_call_is_written_as_its_users_write_it():
+    source, _, _, _ = inline.inlined(workloads.get("rnn_fanout"), "torch")
+    assert "return torch.tanh(h @ consts['W'] + consts['b'])" in source
+    source, _, _, _ = inline.inlined(workloads.get("tiny_nerf"), "jax")
+    assert "raw[..., 0:3]" in source and "jnp.cumsum(sd, axis=1)" in source
+    source, _, _, _ = inline.inlined(workloads.get("transformer_block"), "tensorflow")
+    assert "tf.reduce_mean(x, axis=-1, keepdims=True)" in source
+
+
+def test_a_call_that_breaks_the_op_signature_is_one_error_naming_it(tmp_path):
+    path = tmp_path / "bad_workload.py"
+    path.write_text("def init(rng, cfg, dtype):\n    return {}, {}\n\n\ndef loss(ops, params, inputs, cfg):\n"
+                    "    return ops.sum(params['x'], 0, False, 'extra')\n")
+    spec = importlib.util.spec_from_file_location("bad_workload", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(inline.InlineError, match=r"ops.sum at line 6: more positional arguments"):
+        inline.inlined(module, "torch")
+
+
+def _namespace(framework, name):
+    """The inlined workload's functions, defined in a namespace with the framework imported."""
+    source, helpers, chain, imports = inline.inlined(workloads.get(name), framework)
+    program = programs.PROGRAMS[framework]
+    code = "\n".join(["import math", "import numpy as np", program.imports, *program.aliases.values(), *imports,
+                      emitters.CHAIN, *(emitters.HELPERS[framework][h] for h in helpers), source])
+    found = {}
+    exec(compile(code, f"<{framework} {name}>", "exec"), found)
+    return found
+
+
+def _agree(framework):
+    adapter = frameworks.get(framework).load("cpu", "eager")
+    for name in workloads.NAMES:
+        problem = workloads.build(name, "tiny", "float32")
+        params, inputs = adapter.from_numpy(problem.params), adapter.from_numpy(problem.inputs)
+        expected = float(np.asarray(adapter.to_numpy({"v": problem.loss(adapter.ops, params, inputs)})["v"]))
+        space = _namespace(framework, name)
+        cfg = workloads.config(name, "tiny")
+        # the inlined init makes the same arrays from the same seed
+        again = space["init"](np.random.default_rng(0), cfg, "float32")
+        for mine, theirs in zip(again, (problem.params, problem.inputs)):
+            assert all(np.array_equal(mine[k], theirs[k]) for k in theirs), name
+        got = float(np.asarray(adapter.to_numpy({"v": space["loss"](params, inputs, cfg)})["v"]))
+        assert math.isclose(got, expected, rel_tol=1e-5, abs_tol=1e-6), (framework, name, got, expected)
+
+
+def test_the_inlined_torch_loss_is_the_adapters_on_every_workload():
+    pytest.importorskip("torch")
+    _agree("torch")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["jax", "tensorflow"])
+def test_the_inlined_loss_is_the_adapters_on_every_workload(framework):
+    pytest.importorskip(frameworks.get(framework).module)
+    _agree(framework)

@@ -1,0 +1,58 @@
+"""The probe every standalone script carries measures what docs/measurement.md defines.
+
+Run as a script carries it (its source from the marker on, in a fresh interpreter with
+the memory environment set), around a NumPy step whose bytes are known: the forward
+makes and drops a 32 MiB buffer, the first backward keeps a 16 MiB one for good.
+"""
+
+import json
+import subprocess
+import sys
+
+from harness.upstream import script
+
+from harness.units import MIB
+
+STEP = '''
+import numpy as np
+
+KEPT = []
+
+
+def forward(params, inputs):
+    transient = np.ones(32 * 2**20 // 8)  # written, so resident; dropped when forward returns
+    return float(transient[0])
+
+
+def backward(state):
+    if not KEPT:
+        KEPT.append(np.ones(16 * 2**20 // 8))  # kept between steps from the first step on
+    return {"g": state}
+
+
+figures, samples = measure((forward, backward), {}, {}, lambda tree: tree)
+report(figures, samples, "retained", ["numpy"], ENVIRONMENT)
+'''
+
+
+def test_the_probe_reads_a_planted_peak_and_a_planted_kept_buffer(tmp_path):
+    path = tmp_path / "probe_run.py"
+    header = ("import os, sys\nENVIRONMENT = {'MALLOC_MMAP_THRESHOLD_': '32768'}\n"
+              "if any(os.environ.get(k) != v for k, v in ENVIRONMENT.items()):\n"
+              "    os.execve(sys.executable, sys.orig_argv, {**os.environ, **ENVIRONMENT})\n")
+    path.write_text(header + script.probe_source() + STEP)
+    done = subprocess.run([sys.executable, "-I", str(path)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout.strip().splitlines()[-1])
+    figures = printed["figures"]
+    # the 32 MiB buffer is the forward's peak above the step's start, every step
+    assert abs(figures["step_peak.forward"] - 32 * MIB) < 0.05 * 32 * MIB, figures
+    assert abs(figures["first_step_peak.forward"] - 32 * MIB) < 0.05 * 32 * MIB, figures
+    # the 16 MiB kept from the first backward on: own pages at a steady step's start, none at the first's
+    assert abs(figures["retained"] - 16 * MIB) < 0.05 * 16 * MIB, figures
+    assert abs(figures["first_step_retained"]) < MIB, figures
+    assert figures["footprint"] == figures["retained"] + figures["step_peak"]
+    assert len(printed["steady_samples"]) == 3
+    assert printed["environment"] == {"MALLOC_MMAP_THRESHOLD_": "32768"}  # set before the interpreter started
+    assert "harness" not in printed["modules"] and "numpy" in printed["modules"]
+    assert done.stderr.strip().endswith(f"retained: {figures['retained'] / MIB:.2f} MiB")

@@ -1,0 +1,129 @@
+"""`harness report-change` on a small store: a bad id, an environment that cannot be
+built and a script that fails are one clear line each, recorded, nothing else lost; a
+run that moves as the harness did is "reproduced standalone" on the draft."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from harness import cli
+from harness.frameworks.base import Unavailable
+from harness.upstream import runner, script, store
+
+from harness.units import MIB
+ID = "torch:chained_dot:eager:retained:2.3.1->2.4.0"
+
+
+def _store(tmp_path):
+    out = tmp_path / "releases"
+    out.mkdir()
+    change = {"workload": "chained_dot", "mode": "eager", "figure": "retained", "before_release": "2.3.1",
+              "release": "2.4.0", "before": 10 * MIB, "after": 16 * MIB, "delta": 6 * MIB, "relative": 0.6,
+              "direction": "up", "worse": True, "band": MIB // 4, "before_samples": [10 * MIB] * 3,
+              "after_samples": [16 * MIB] * 3, "advisory": False, "parts": {}, "dependencies_differ": {},
+              "command": "python -m harness bisect ...", "unmeasured_between": [], "actionable": True,
+              "confirmation": {"status": "confirmed", "before": 10 * MIB, "after": 16 * MIB, "delta": 6 * MIB,
+                               "relative": 0.6, "p": 0.00397, "pairs": 5, "before_samples": [10 * MIB] * 5,
+                               "after_samples": [16 * MIB] * 5}}
+    (out / "torch.changes.json").write_text(json.dumps({"framework": "torch", "changes": [change], "flat": []}))
+    (out / "torch.envs.json").write_text(json.dumps({r: {"versions": {"torch": r, "numpy": "2.4.6"}}
+                                                     for r in ("2.3.1", "2.4.0")}))
+    return out
+
+
+def _main(*argv):
+    return cli.main(["report-change", *argv])
+
+
+def test_a_bad_id_is_one_line_and_writes_nothing(tmp_path, capsys):
+    out = _store(tmp_path)
+    assert _main("torch:chained_dot:eager:retained:2.3.1->9.9", "--out", str(out)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: no change") and "2.3.1->2.4.0" in err[0]
+    assert _main("nonsense", "--out", str(out)) == 2
+    assert _main("pytensor:chained_dot:eager:retained:1->2", "--out", str(out)) == 2
+    assert "written for torch, jax, tensorflow" in capsys.readouterr().err
+    assert sorted(os.listdir(out)) == ["torch.changes.json", "torch.envs.json"]
+
+
+def test_write_only_writes_the_script_and_the_draft(tmp_path, capsys):
+    out = _store(tmp_path)
+    assert _main(ID, "--out", str(out), "--write-only") == 0
+    folder = out / "upstream" / "torch"
+    name = "torch-chained_dot-eager-2.3.1-to-2.4.0"
+    text = (folder / f"{name}.py").read_text()
+    compile(text, name, "exec")
+    assert "import torch" in text and "harness" not in text.split('"""', 2)[2]  # the code imports no gradmem
+    draft = (folder / f"{name}.md").read_text()
+    assert draft.startswith("# torch 2.4.0: retained of a eager autograd training step rises by 6.00 MiB")
+    assert f"`{ID}`" in draft and f"[{name}.py]({name}.py)" in draft and "not run standalone yet" in draft
+
+
+def test_an_environment_that_cannot_be_built_is_recorded_in_one_line(tmp_path, capsys, monkeypatch):
+    out = _store(tmp_path)
+
+    def unavailable(framework, release, torch_index=None):
+        raise Unavailable(f"pip install torch==={release} failed (exit 1); the installer's last lines:\nno network")
+
+    monkeypatch.setattr(runner, "environment", unavailable)
+    assert _main(ID, "--out", str(out)) == 3
+    said = [line for line in capsys.readouterr().out.splitlines() if ID in line]
+    assert said == [f"  {ID}: not run standalone: an environment could not be built: torch==2.3.1: pip install "
+                    "torch===2.3.1 failed (exit 1); the installer's last lines:"]
+    outcome = store.read_outcomes(str(out), "torch")["changes"][ID]
+    assert outcome["status"] == "unavailable" and (out / "upstream" / "torch").is_dir()
+
+
+class _Env:
+    def __init__(self, python):
+        self.python = python
+
+
+def _fake_pythons(tmp_path, monkeypatch, body):
+    """Each release's 'environment' is this interpreter behind a link of its own; the
+    script is `body` (it can tell the releases apart by sys.executable)."""
+    pythons = {}
+    for release in ("2.3.1", "2.4.0"):
+        folder = tmp_path / "envs" / f"torch-{release}" / "bin"
+        folder.mkdir(parents=True)
+        os.symlink(sys.executable, folder / "python")
+        pythons[release] = str(folder / "python")
+    monkeypatch.setattr(runner, "environment", lambda framework, release, torch_index=None: _Env(pythons[release]))
+    monkeypatch.setattr(script, "write", lambda spec: body)
+
+
+def test_a_script_that_fails_is_recorded_with_its_last_words(tmp_path, capsys, monkeypatch):
+    out = _store(tmp_path)
+    _fake_pythons(tmp_path, monkeypatch, "import sys\nsys.exit('the step raised: out of luck')\n")
+    assert _main(ID, "--out", str(out), "--runs", "2") == 3
+    outcome = store.read_outcomes(str(out), "torch")["changes"][ID]
+    assert outcome["status"] == "failed" and outcome["why"] == "0 ok run(s) on a side; 2 needed"
+    assert outcome["messages"][-1] == "exit 1: the step raised: out of luck"
+    runs = store.read_samples(str(out), "torch")
+    assert len(runs) == 4 and {r["status"] for r in runs} == {"failed"}
+    assert f"{ID}: standalone script failed" in capsys.readouterr().out
+
+
+FAKE = '''import json, sys
+after = "torch-2.4.0" in sys.executable
+mib = 2 ** 20
+figures = {"retained": (15.0 if after else 10.2) * mib, "step_peak": 5 * mib}
+print(json.dumps({"figures": figures, "figure": "retained", "versions": {"torch": "x"}, "python": "3",
+                  "platform": "p", "modules": ["numpy", "torch"], "environment": {}, "steady_samples": []}))
+'''
+
+
+def test_a_move_the_script_shows_too_is_reproduced_standalone_and_resumes(tmp_path, capsys, monkeypatch):
+    out = _store(tmp_path)
+    _fake_pythons(tmp_path, monkeypatch, FAKE)
+    assert _main(ID, "--out", str(out), "--runs", "2") == 0
+    outcome = store.read_outcomes(str(out), "torch")["changes"][ID]
+    assert outcome["status"] == "reproduced" and abs(outcome["delta"] - 4.8 * MIB) < 1
+    draft = (out / "upstream" / "torch" / "torch-chained_dot-eager-2.3.1-to-2.4.0.md").read_text()
+    assert "**reproduced standalone**" in draft and "| 10.20 MiB | 15.00 MiB | +4.80 MiB, 80% of gradmem's |" in draft
+    # a second run finds every run held for this script: nothing is measured again
+    monkeypatch.setattr(runner, "run_once", lambda *a, **k: pytest.fail("measured again"))
+    assert _main(ID, "--out", str(out), "--runs", "2") == 0
+    assert len(store.read_samples(str(out), "torch")) == 4

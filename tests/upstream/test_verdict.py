@@ -1,0 +1,41 @@
+"""Reproduced standalone or harness only: the same direction and at least half the size."""
+
+from harness.upstream import verdict
+
+from harness.units import MIB
+
+
+def _change(delta_mib, figure="retained"):
+    return {"figure": figure, "before_release": "A", "release": "B", "delta": delta_mib * MIB,
+            "confirmation": {"status": "confirmed", "before": 10 * MIB, "after": (10 + delta_mib) * MIB,
+                             "delta": delta_mib * MIB, "relative": delta_mib / 10, "p": 0.004, "pairs": 5}}
+
+
+def _runs(before, after, figure="retained", failed=()):
+    def side(values, release):
+        runs = {i: {"status": "ok", "figures": {figure: v * MIB}} for i, v in enumerate(values, 1)}
+        for i in failed:
+            runs[i] = {"status": "failed", "message": f"exit 1: {release} broke"}
+        return runs
+    return {"A": side(before, "A"), "B": side(after, "B")}
+
+
+def test_the_same_way_by_half_or_more_reproduces():
+    found = verdict.judge(_change(+6), _runs([15.0, 15.2, 15.1], [18.1, 18.0, 18.3]))
+    assert found["status"] == "reproduced"
+    assert abs(found["delta"] - 3.0 * MIB) < 1 and abs(found["share"] - 0.5) < 1e-9  # exactly half holds
+    assert found["p"] == 0.05  # three runs a side, completely apart: 1/20
+
+
+def test_less_than_half_or_the_other_way_is_harness_only_saying_which():
+    small = verdict.judge(_change(+6), _runs([15.0, 15.0, 15.0], [17.9, 17.9, 17.9]))
+    assert small["status"] == "harness only" and "48% of the harness's move" in small["why"]
+    other = verdict.judge(_change(-4, "step_peak"), _runs([10, 10, 10], [11, 11, 11], "step_peak"))
+    assert other["status"] == "harness only" and other["why"] == "moved the other way standalone"
+    assert verdict.judge(_change(+2), _runs([5, 5], [5, 5]))["why"] == "no move standalone"
+
+
+def test_too_few_ok_runs_is_a_failure_with_their_messages():
+    found = verdict.judge(_change(+6), _runs([15.0, 15.0], [21.0, 21.0], failed=(1,)))
+    assert found["status"] == "failed" and found["why"] == "1 ok run(s) on a side; 2 needed"
+    assert any("broke" in m for m in found["messages"])
