@@ -9,8 +9,9 @@ Layout (docs/design.md, "Layout"). Every command `python -m harness NAME` is
   `engine/` our reference autodiff;
 - `sweep/` plans cells and starts one fresh worker per pass (`run`); `measure/` what
   runs inside a worker; `check/` every gradient against the reference engine's;
-  `scale/` memory against the batch; `versions/` a framework's versions as an axis and
-  the bisection (`bisect`); `releases/` every release of a framework, and its changes;
+  `scale/` memory against the batch; `versions/` a framework's versions as an axis, in
+  environments of their own; `bisect/` the release or commit that moved a figure
+  (`bisect`); `releases/` every release of a framework, and its changes;
   `upstream/` one change made ready to file upstream: a standalone script, its runs
   under both releases, a report draft (`report-change`);
 - `report/` the comparison page; `diff/` why two records differ; `site/` the

@@ -18,6 +18,11 @@ class ChoiceError(ValueError):
     """A name that is not one of the valid choices; the message lists them."""
 
 
+class WorkloadError(ChoiceError):
+    """A workload module that cannot be loaded or breaks the contract (exit 2): an op-set
+    file (harness/workloads/loader.py) or a native step (harness/steps/contract.py)."""
+
+
 def check_choice(kind, value, valid):
     """Return `value` if it is in `valid`, else raise ChoiceError naming the choices."""
     if value not in valid:

@@ -18,7 +18,7 @@ COMMANDS = {
     "run": ("harness.sweep.command", "measure peak memory and time, one cell per process"),
     "scale": ("harness.scale.command", "how memory grows with the batch, and the largest batch that fits"),
     "report": ("harness.report.command", "write the comparison page from result files"),
-    "bisect": ("harness.versions.command", "the first release or commit of a framework that moved a figure"),
+    "bisect": ("harness.bisect.command", "the first release or commit of a framework that moved a figure"),
     "releases": ("harness.releases.command", "every release of a framework measured, and the changes between them"),
     "report-change": ("harness.upstream.command", "one change between releases, ready to file upstream: a standalone "
                       "script, its runs under both releases, a report draft"),

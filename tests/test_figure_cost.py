@@ -24,7 +24,7 @@ PROBE = textwrap.dedent('''
     from harness.releases import detect
     from harness.report import grid
     from harness.sweep import summary_table
-    from harness.versions import command as bisect
+    from harness.bisect import command as bisect
     from report_fixtures import MIB, fixture_record
 
     def record(release, bound):

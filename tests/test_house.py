@@ -313,3 +313,95 @@ def test_the_command_line_scan_finds_each_form(tmp_path):
     assert sorted(what for _, what in command_lines(probe, "harness.inventory.command", modules, tmp_path)) == sorted([
         "imports harness.sweep.command", "builds `python -m harness`", "builds `python -m harness.scale.command`",
         "parses a command line it built (--workload ...)"])
+
+
+# ---- the layers of harness/ (docs/design.md, "The layout") -----------------------------
+
+#: harness/ from the bottom up. A module imports only modules of its own layer or of one
+#: below (a function-level import too: it runs, and can close a circle, as a top-level
+#: one does), so each layer can be read, tested and changed knowing only those beneath
+#: it. A unit is a package or a module; a module belongs to the longest unit naming it
+#: (steps/ spans three: what a native step file is sits with the workloads, what runs
+#: it with the worker's measuring, and new-step's templates with it there).
+LAYERS = (
+    ("leaves: what every room shares", (
+        "harness", "harness.choices", "harness.units", "harness.remat_strategies", "harness.figures",
+        "harness.results", "harness.origin", "harness.interrupts", "harness.console", "harness.ops")),
+    ("the reference engine", ("harness.engine",)),
+    ("what is measured: frameworks and workloads", (
+        "harness.frameworks", "harness.workloads", "harness.steps.contract")),
+    ("inside a worker", ("harness.measure", "harness.steps")),
+    ("framework versions in environments of their own", ("harness.versions",)),
+    ("the sweep, and the options the commands share", ("harness.sweep", "harness.cli_options")),
+    ("commands over the sweep", ("harness.check", "harness.scale", "harness.inventory")),
+    ("the comparison page and what pages share", ("harness.report",)),
+    ("commands over versions and pages", ("harness.bisect", "harness.releases", "harness.diff",
+                                          "harness.upstream")),
+    ("the observatory", ("harness.site",)),
+    ("entry points", ("harness.cli", "harness.__main__", "harness.asv_env", "harness.pytest_plugin")),
+)
+
+
+def layer_of(module, layers=LAYERS):
+    """(layer index, unit) of `module`, or None when no unit names it."""
+    found = None
+    for number, (_, units) in enumerate(layers):
+        for unit in units:
+            named = module == unit or (unit != "harness" and module.startswith(unit + "."))
+            if named and (found is None or len(unit) > len(found[1])):
+                found = (number, unit)
+    return found
+
+
+def imports_from_above(graph, where, layers=LAYERS):
+    """["file:line: module (layer) imports other (layer above)"] of {module: {imported: line}}."""
+    found = []
+    for module, imports in sorted(graph.items()):
+        own = layer_of(module, layers)
+        for other, line in imports.items():
+            theirs = layer_of(other, layers)
+            if own and theirs and theirs[0] > own[0]:
+                found.append(f"{where(module)}:{line}: {module} ({layers[own[0]][0]}) imports {other} "
+                             f"({layers[theirs[0]][0]})")
+    return found
+
+
+def _harness_graph():
+    modules = _modules()
+    return modules, {name: harness_imports(path, modules) for name, path in modules.items()}
+
+
+def test_every_module_has_a_layer():
+    # a new package says where it stands: add it to LAYERS (and to docs/design.md's layout)
+    modules, _ = _harness_graph()
+    missing = [name for name in modules if layer_of(name) is None]
+    assert not missing, f"modules in no layer of LAYERS: {missing}"
+
+
+def test_no_module_imports_from_a_layer_above_it():
+    # an import upwards ties a room to those that use it: the sweep importing the bisect
+    # command made sweep/ and versions/ one loop, which neither could be read without
+    modules, graph = _harness_graph()
+    found = imports_from_above(graph, lambda name: modules[name].relative_to(ROOT))
+    assert not found, "\n".join(found)
+
+
+def test_harness_has_no_import_circle():
+    # every module can be read knowing only those it imports, and imported alone
+    _, graph = _harness_graph()
+    circles = import_circles({name: set(imports) for name, imports in graph.items()})
+    assert not circles, circles
+
+
+def test_the_layer_scan_finds_an_import_from_above():
+    # the scan itself: a leaf importing the sweep, and the worker importing a command
+    # inside a function, are found; the longest unit wins (steps.contract is below
+    # steps), an import down or within a layer is none
+    graph = {"harness.results": {"harness.sweep.api": 3}, "harness.measure.worker": {"harness.bisect.command": 9},
+             "harness.steps.contract": {"harness.steps.runner": 4}, "harness.sweep.api": {"harness.results": 1},
+             "harness.measure.phases": {"harness.steps.runner": 2}}
+    assert layer_of("harness.steps.contract")[1] == "harness.steps.contract"
+    assert layer_of("harness.steps.runner")[1] == "harness.steps"
+    found = imports_from_above(graph, lambda name: name)
+    assert [line.split(": ", 1)[0] for line in found] == [
+        "harness.measure.worker:9", "harness.results:3", "harness.steps.contract:4"], found

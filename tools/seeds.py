@@ -70,7 +70,7 @@ def breakdown(repo, commit, workload, size, dtype="float32"):
     from harness import frameworks
     from harness.sweep import environment
     from harness.sweep.worker_process import run_worker
-    from harness.versions import commits, envs
+    from harness.versions import code_link, commits
 
     adapter = frameworks.get("autograd")
     full = commits.resolve(repo, commit, "commit")
@@ -81,7 +81,7 @@ def breakdown(repo, commit, workload, size, dtype="float32"):
            "kind": "memory", "tracemalloc": False, "reference_gradient_path": None}
     with tempfile.TemporaryDirectory(prefix="gradmem-seeds-") as work:
         env, _ = environment.worker_environment(adapter, "memory")
-        env = envs.worker_environment(env, work, env_.paths)
+        env = code_link.worker_environment(env, work, env_.paths)
         outcome = run_worker(job, env, work, "seed-memory", 900, python=env_.python)
     if not outcome.ok:
         raise RuntimeError(f"{commit}: memory pass {outcome.status}: {outcome.message}")

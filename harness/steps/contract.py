@@ -39,7 +39,7 @@ def check_contract(obj, ref):
     """Raise WorkloadError naming every missing or ill-formed piece of a native step;
     fill in the optional names' defaults."""
     from harness import frameworks
-    from harness.workloads.loader import WorkloadError
+    from harness.choices import WorkloadError
 
     problems = [f"{name} is missing" for name in REQUIRED if not hasattr(obj, name)]
     framework = getattr(obj, "FRAMEWORK", None)
@@ -90,7 +90,7 @@ def read_static(path, ref):
     only). None when the file is not a native step by what it defines, or when a name
     the commands need (FRAMEWORK, SIZES, BATCH_AXIS) is not a literal: the loader then
     imports it as it imports any workload file."""
-    from harness.workloads.loader import WorkloadError
+    from harness.choices import WorkloadError
 
     with open(path, encoding="utf-8") as handle:
         text = handle.read()

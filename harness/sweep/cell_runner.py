@@ -34,7 +34,7 @@ from harness.sweep.executor import Task
 from harness.measure.timing import Policy
 from harness.frameworks.base import Unavailable
 from harness.steps import contract as native
-from harness.versions import envs
+from harness.versions import code_link, envs
 
 MEMORY_ONLY = "not computed: a memory pass alone (harness scale); harness check compares gradients"
 
@@ -267,7 +267,7 @@ class CellRunner:
         prov["versions"] = {"gradmem": prov["versions"].get("gradmem"), **found.versions}
         prov["python"] = found.manifest.get("python", prov["python"])
         prov["framework_env"] = found.path
-        return found.python, lambda env: envs.worker_environment(env, self.workdir)
+        return found.python, lambda env: code_link.worker_environment(env, self.workdir)
 
     def _record(self, cell, prov, memory, timing):
         m, t = memory.result, (timing.result if timing is not None else {})

@@ -130,8 +130,8 @@ def _pinned_environment(pinned, env, workdir):
     node's cache by the same code and pins as the driver's (versions/envs.py), once per
     node; the worker runs this node's gradmem code in it."""
     from harness import frameworks
-    from harness.versions import envs
+    from harness.versions import code_link, envs
 
     found = envs.for_version(frameworks.get(pinned["framework"]), pinned["version"], pinned.get("torch_index"))
-    return found.python, envs.worker_environment(env, workdir), {"path": found.path, "versions": found.versions}
+    return found.python, code_link.worker_environment(env, workdir), {"path": found.path, "versions": found.versions}
 

@@ -22,7 +22,7 @@ confirmation of one framework, run at once, each prune what they built.
 
 Workers in such an environment run the *running* gradmem's code (the ``harness``
 package put first on PYTHONPATH through a directory holding only a link to it:
-`code_path`), so a record's git commit says what measured it, whatever copy of gradmem
+code_link.py), so a record's git commit says what measured it, whatever copy of gradmem
 the cached environment was built with.
 
 PyTorch is never installed without being asked (``--torch-index``): from PyPI a torch
@@ -48,7 +48,7 @@ from harness.versions import install, interpreters, shared_files
 MANIFEST = "gradmem-env.json"
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PIP_TIMEOUT_S = 1800
-#: made once per process: the code directory per workdir (code_path) and "wheel" (gradmem_wheel)
+#: made once per process: "wheel" (gradmem_wheel)
 _made = {}
 #: the environments this process uses: name ("jax-0.9.2") -> the open file of its shared NAME.use lock
 _in_use = {}
@@ -275,7 +275,7 @@ def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate
         _step([interpreter, "-m", "venv", scratch], log, "python -m venv")
         pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
         _step(pip + list(pip_options) + list(requirements), log, f"pip install {' '.join(requirements)}")
-        # workers run this checkout's code (code_path), whose modules import on 3.10 too;
+        # workers run this checkout's code (code_link.py), whose modules import on 3.10 too;
         # the installed copy only names gradmem's version, so its own Requires-Python
         # (>=3.11) must not refuse an environment of an older Python (torch 1.12.1 has
         # wheels for Python <= 3.10 only)
@@ -449,29 +449,3 @@ def _run_python(python, script, *args, env=None):
 
     done = subprocess.run([python, "-c", script, *args], capture_output=True, text=True, check=True, timeout=120, env=env)
     return done.stdout
-
-
-def code_path(workdir):
-    """A directory holding only a link to the running `harness` package: first on a
-    worker's PYTHONPATH, it makes the worker run this code in another environment."""
-    found = _made.get(workdir)
-    if found and os.path.isdir(found):
-        return found
-    directory = os.path.join(workdir, "gradmem-code")
-    os.makedirs(directory, exist_ok=True)
-    harness_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    link = os.path.join(directory, "harness")
-    if not os.path.lexists(link):
-        os.symlink(harness_dir, link)
-    _made[workdir] = directory
-    return directory
-
-
-def worker_environment(env, workdir, extra_paths=()):
-    """`env` (a worker's environment dict) changed to run this gradmem's code in another
-    interpreter: PYTHONPATH = the code link, then `extra_paths` (a commit's install)."""
-    paths = [code_path(workdir), *extra_paths]
-    env = dict(env)
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    env.pop("PYTHONHOME", None)
-    return env

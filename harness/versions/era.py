@@ -10,7 +10,7 @@ NumPy/SciPy than its neighbours, and the release page says so.
 
 "Loads" means gradmem's adapter loads in the environment (`adapter.load()`: the import
 and the op set gradmem builds from it), checked in a fresh interpreter running this
-checkout's harness (envs.code_path). Only a failure whose last lines name NumPy or SciPy
+checkout's harness (code_link.py). Only a failure whose last lines name NumPy or SciPy
 climbs the ladder (`about_numpy`); any other is the release's `unavailable` reason at once.
 """
 
@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 
 from harness.frameworks.base import Unavailable
-from harness.versions import install
+from harness.versions import code_link, install
 
 #: (label, {distribution: requirement}) tried in order after the pinned versions fail to
 #: load; a distribution not named keeps its pin. NumPy < 2 with a SciPy pip resolves for it
@@ -51,11 +51,9 @@ def relaxed(requirements, step, adds=()):
 
 def check_loads(adapter_name, python, paths=()):
     """Raise LoadFailed with Python's last lines unless the adapter loads under `python`."""
-    from harness.versions import envs
-
     workdir = tempfile.mkdtemp(prefix="gradmem-load-")
     try:
-        env = envs.worker_environment(dict(os.environ), workdir, paths)
+        env = code_link.worker_environment(dict(os.environ), workdir, paths)
         script = f"from harness import frameworks\nframeworks.get({adapter_name!r}).load()\nprint('loaded')\n"
         try:
             done = subprocess.run([python, "-c", script], capture_output=True, text=True, env=env,

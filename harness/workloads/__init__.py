@@ -137,7 +137,7 @@ def bound_with_source(name, size, dtype, batch=None):
         return int(workload.bound_bytes(config(name, size, batch), dtype)), "declared"
     from harness.workloads.derived_bound import derived_bound
 
-    return derived_bound(name, size, dtype, batch), "derived"
+    return derived_bound(workload, config(name, size, batch), dtype), "derived"
 
 
 def bound_per_sample(name, size, dtype):

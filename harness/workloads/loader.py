@@ -30,7 +30,7 @@ import os
 import sys
 import types
 
-from harness.choices import SIZES, ChoiceError
+from harness.choices import SIZES, WorkloadError
 
 HASH_MARK = "#sha256="
 HASH_CHARS = 12
@@ -39,10 +39,6 @@ REQUIRED = ("SIZES", "BATCH_AXIS", "init", "loss")
 OPTIONAL = {"SOURCE": "(not given)", "STRESSES": "(not given)", "SEGMENTS": ""}
 
 _cache = {}
-
-
-class WorkloadError(ChoiceError):
-    """A workload module that cannot be loaded or breaks the contract (exit 2)."""
 
 
 def is_external(ref):

@@ -6,7 +6,8 @@ import pytest
 from harness import frameworks
 from harness.choices import ChoiceError
 from harness.frameworks.base import Unavailable
-from harness.versions import bisection, envs, index, spec
+from harness.bisect import bisection
+from harness.versions import envs, index, spec
 
 
 def test_frameworks_with_versions():

@@ -3,7 +3,12 @@
 import pytest
 
 from harness import workloads
-from harness.workloads.derived_bound import derived_bound
+from harness.workloads import derived_bound as derivation
+
+
+def derived_bound(name, size, dtype, batch=None):
+    return derivation.derived_bound(workloads.get(name), workloads.config(name, size, batch), dtype)
+
 
 # The built-ins whose hand-derived bound counts every buffer the engine keeps: each VJP
 # keeps the least it needs (a concatenation or upsampled map as the saved maps it copies,

@@ -45,7 +45,8 @@ from harness.frameworks.base import Unavailable
 from harness import cli_options, interrupts
 from harness.sweep import environment
 from harness.sweep.worker_process import run_worker
-from harness.versions import bisection, commits, envs, findings, index, spec
+from harness.bisect import bisection, findings
+from harness.versions import code_link, commits, envs, index, spec
 from harness.steps import contract as native
 from harness.units import MIB
 
@@ -337,7 +338,7 @@ class Prober:
 
     def _pass(self, job, kind, env_):
         env, _ = environment.worker_environment(self.adapter, kind)
-        env = envs.worker_environment(env, self.workdir, env_.paths)
+        env = code_link.worker_environment(env, self.workdir, env_.paths)
         self.count += 1
         return run_worker(job, env, self.workdir, f"{self.count:03d}-{kind}", self.args.timeout, python=env_.python)
 

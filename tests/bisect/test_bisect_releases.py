@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.versions import command as bisect_command
+from harness.bisect import command as bisect_command
 from harness import cli
 from harness.versions import index
 from harness.units import MIB
@@ -138,5 +138,5 @@ def test_a_record_file_that_is_not_a_findings_list_is_refused_before_measuring(f
 @pytest.mark.parametrize("tag, release", [("v1.7.0", "1.7.0"), ("rel-3.0.1", "3.0.1"), ("1.6.2", "1.6.2"),
                                           ("tinygrad-v0.12.0", "0.12.0"), ("3826c1e5428a", None), ("master", None)])
 def test_a_tag_names_its_release_and_a_hash_or_branch_none(tag, release):
-    from harness.versions import findings
+    from harness.bisect import findings
     assert findings.release_of(tag) == release

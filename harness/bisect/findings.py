@@ -5,7 +5,7 @@ commit stage 2 found for them (harness/releases/detect.py reads FRAMEWORK.commit
 A finding says which series it bisected (framework, workload, mode, size, dtype,
 device, metric), between which releases (`releases`: the pair of versions the good and
 bad revisions are, from their tags or --releases), what came out (`kind`: culprit,
-no_difference or range, as harness/versions/bisection.py decides) and the evidence:
+no_difference or range, as harness/bisect/bisection.py decides) and the evidence:
 both figures, the probes' count, whether the boundary repeated, wall time, and the
 command that makes it again."""
 
