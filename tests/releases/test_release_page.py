@@ -131,3 +131,24 @@ def test_a_change_that_rounds_to_zero_has_no_sign():
         "status": "not confirmed", "before": 60 * MIB, "after": 60 * MIB - 20 * 1024, "relative": -0.0003,
         "pairs": 5, "p": 0.23, "before_samples": [60 * MIB], "after_samples": [60 * MIB - 20 * 1024]}})
     assert "(0.0%)" in shown and "-0.0%" not in shown
+
+
+def test_an_actionable_line_gives_its_id_and_whether_it_reproduced_standalone(published):
+    from harness.releases import page
+    from harness.upstream import ids
+
+    document = json.loads((published / "autograd.changes.json").read_text())
+    change = next(c for c in document["changes"] if c["figure"] == "step_peak")
+    change["actionable"] = True
+    change["confirmation"] = {"status": "confirmed", "before": 6 * MIB, "after": 14 * MIB, "delta": 8 * MIB,
+                              "relative": 1.33, "p": 0.00397, "pairs": 5}
+    records = [json.loads(line) for line in (published / "autograd.jsonl").read_text().splitlines()]
+    change_id = ids.of("autograd", change)
+    assert change_id == "autograd:chained_dot:eager:step_peak:1.8.0->1.9.0"
+    plain = page.render("autograd", records, document, {}, {})
+    shown = change_id.replace(">", "&gt;")  # escaped in the page
+    assert f"<code>{shown}</code>" in plain and "harness only" not in plain and "reproduced standalone" not in plain
+    found = page.render("autograd", records, document, {}, {},
+                        upstream={"changes": {change_id: {"status": "harness only"}}})
+    assert ' · <b class="standalone">harness only</b>' in found
+    assert "1 of the 1 actionable figures run, 0 reproduced standalone, 1 harness only" in found
