@@ -329,8 +329,8 @@ class Adapter:
         why = f": {self.no_predictor}" if self.no_predictor else ""
         raise NoPrediction(f"{self.name} has no memory predictor{why}")
 
-    #: why the framework has no memory predictor, for the record (each framework's
-    #: documentation and source searched in November 2026: docs/predicted.md)
+    #: why the framework has no memory predictor, for the record (what each framework's
+    #: documentation and source offer: docs/predicted.md)
     no_predictor = ""
 
     # ---- where the bytes go: the breakdown's hooks (harness/measure/breakdown.py) -----

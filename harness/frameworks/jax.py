@@ -58,9 +58,9 @@ class JaxAdapter(Adapter):
     name = "jax"
     module = "jax"
     # Spawned, not forked from a zygote (harness/sweep/zygote.py), until a controlled
-    # comparison clears it: forked, seq2seq_attention small's step peak was 13.7-14.1
-    # MiB in three runs against 12.8-12.9 MiB in two spawned ones (2026-11-23), though
-    # spawned full sweeps gave 12.4-14.8 MiB too. The import a fork saves is 0.9 s.
+    # comparison clears it: forked, seq2seq_attention small's step peak read about 1 MiB
+    # higher than spawned, though spawned full sweeps spread as widely
+    # (docs/measurement.md, "How a worker starts"). The import a fork saves is under 1 s.
     preload = ()
     distributions = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "jax-cuda13-plugin", "jax-cuda13-pjrt")
     modes = ("eager", "compiled")

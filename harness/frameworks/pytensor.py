@@ -28,8 +28,8 @@ Compiled C code is cached on disk (``base_compiledir``). The worker sets
 ``PYTENSOR_FLAGS=base_compiledir=~/.cache/gradmem/pytensor`` (``environment``) so
 every run shares one cache outside the repository; ``load()`` sets the same when
 PyTensor is not imported yet. On an empty cache each new op signature costs a C
-compile of ~1-4 s (measured 2026-11-22 on the shared 2-core development machine): "compiled" chained_dot tiny took
-9-10 s to compile on an empty cache and ~0.4 s cached; "eager" ~0.8 s and ~0.2 s.
+compile of seconds, so a cell's first step would time the compiler, not the step,
+whenever the cache was new (docs/design.md, Evidence: "Compile caches").
 
 float32: Python float constants in a graph take ``floatX``'s dtype, and with the
 default ``floatX=float64`` ``x_f32 * 0.1`` is float64. The graph is built and compiled

@@ -22,8 +22,8 @@ CUDA: the engine computes on CuPy arrays when given them (``from_numpy(tree,
 "cuda")`` is ``cupy.asarray``). Its device probe counts CuPy's memory pool through a
 ``cupy.cuda.MemoryHook`` (CuPy has no peak counter: docs/design.md, Evidence).
 Everything CUDA-specific is at the end of this module; it has run on an H200
-(results/gpu/2026-11-26-h200), and cuda is unavailable, with the reason, where there
-is no GPU or no CuPy.
+(docs/gpu.md), and cuda is unavailable, with the reason, where there is no GPU or no
+CuPy.
 """
 
 import contextlib

@@ -7,7 +7,7 @@ convert a Python number to the tensor's dtype on either side (``tf.math.add(2.0,
 with a float64 ``x`` fails: it converts 2.0 to float32 first).
 
 NCHW: on the CPU, TF 2.21's ``conv2d`` takes ``data_format="NCHW"`` only with oneDNN
-on (``TF_ENABLE_ONEDNN_OPTS=1``; its default is off on the development machine's AMD CPU, 2026-11-23, where
+on (``TF_ENABLE_ONEDNN_OPTS=1``; its default depends on the CPU, and where it is off
 Eigen's kernels run and NCHW raises "only supports NHWC"), and ``max_pool2d``'s
 gradient needs NHWC even with oneDNN. So both ops transpose NCHW -> NHWC (and the OIHW
 weights -> HWIO) in and back out: real TF ops whose buffers count in TF's memory, as

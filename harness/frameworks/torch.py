@@ -15,9 +15,8 @@ Modes:
   ``torch.autograd.grad`` runs it. This is how PyTorch users compile training: the model
   is compiled, the backward follows. ``dynamic=False`` specialises on shapes (one cell
   = one shape; no dynamic-shape recompile). Compilation happens on the first call and
-  costs seconds even for tiny graphs (the first call of chained_dot tiny, 2026-11-22
-  on the 2-core development machine: ~8 s
-  with an empty Inductor cache, 1-2 s warm; seq2seq_attention tiny: ~48 s).
+  costs seconds even for tiny graphs, several times more with an empty Inductor cache
+  than with a warm one (docs/design.md, Evidence: "Compile caches").
   Inductor's on-disk cache is by default /tmp/torchinductor_$USER, shared by every
   process of the user: a process that finds its graphs there compiled by an earlier one
   keeps a fraction of what a cold compile leaves resident (seq2seq_attention small,

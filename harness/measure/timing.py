@@ -69,7 +69,7 @@ class Policy:
 def clean_others(cpus, worker_threads):
     """CPUs other processes may use during a clean step on a machine of `cpus` CPUs whose
     worker runs `worker_threads` threads: CLEAN_OTHERS where the threads fill the machine
-    (on the 2-core box a competitor takes a CPU from them and stalls the pool), plus
+    (on 2 CPUs running 2 threads a competitor takes a CPU from them and stalls the pool), plus
     SPARE_SHARE of each CPU they leave spare, where other processes run beside them
     rather than on them (a 16-CPU GPU host with 2 threads: 3.75; there, time passes that
     measured alone read up to 0.9 CPUs of others, and 13 of 29 were marked contended

@@ -38,13 +38,13 @@ from dataclasses import dataclass
 from harness import choices
 
 #: Mean worker wall seconds (memory pass, time pass, the time pass's set-up: its
-#: `provenance.load_s`) per cell of the CUDA records gradmem
-#: wrote on one NVIDIA H200 (2026-11-26; torch 2.11.0+cu130, jax 0.11.2, cupy 14.2.0,
-#: tinygrad 0.14.0; the timed part capped by --time-budget 1), plain cells (no optimizer,
-#: no remat), status ok: the cell count behind each mean is its last item. Made by
-#: ``tools/cuda_cost_table.py results/gpu/*/*.jsonl`` (the mean, not the median: a
-#: sweep's time is the sum of its cells'; the three runs of that day; `walls` leaves out
-#: the budget run's cuda.jsonl, whose time walls count waits at the gate). The memory
+#: `provenance.load_s`) per cell of the CUDA records gradmem wrote on one NVIDIA H200
+#: (its first three runs under results/gpu/, docs/gpu.md: torch 2.11.0+cu130, jax
+#: 0.11.2, cupy 14.2.0, tinygrad 0.14.0; the timed part capped by --time-budget 1), plain
+#: cells (no optimizer, no remat), status ok: the cell count behind each mean is its
+#: last item. Made by ``tools/cuda_cost_table.py results/gpu/*/*.jsonl`` (the mean, not
+#: the median: a sweep's time is the sum of its cells'; `walls` leaves out the budget
+#: run's cuda.jsonl, whose time walls count waits at the gate). The memory
 #: walls mix passes run alone and side by side (8 side by side took 1.7x as long:
 #: JAX compiled chained_dot 46.2 s and tiny_nerf 94.7 s against 27.9 s and 54.5 s
 #: alone). Framework/mode/size pairs absent here are estimated from the nearest entry
@@ -61,7 +61,7 @@ RECORDED_CUDA = {
     ("torch", "eager", "paper"): (5.54, 2.87, 1.04, 9),
     ("torch", "eager", "small"): (7.31, 2.68, 0.47, 8),
 }
-RECORDED_CUDA_SOURCE = "recorded CUDA cells (NVIDIA H200, 2026-11-26: harness/sweep/budget.py RECORDED_CUDA)"
+RECORDED_CUDA_SOURCE = "recorded CUDA cells (NVIDIA H200: harness/sweep/budget.py RECORDED_CUDA)"
 LEARNED_SOURCE = "records of this sweep, its --out or --costs"
 OTHER_SIZE_SOURCE = "the same framework and mode at another size (x1.5 from a smaller one)"
 
@@ -73,9 +73,9 @@ DEFAULT_COST = (26.0, 24.0, 2.0)
 #: whose walls are start-up and compiling more than arithmetic; 1.5 leaves room)
 LARGER_SIZE_FACTOR = 1.5
 #: the reference gradient of a (workload, size, dtype), once per sweep (the reference
-#: engine on the CPU in float64, 2 threads): on the H200 host under 1 s at small and 4 s
-#: for tiny_nerf paper (the gaps between its records' timestamps); on the loaded 2-core
-#: development machine 2-12 s at small and 32-312 s at paper (seq2seq_attention)
+#: engine on the CPU in float64, 2 threads): on the H200's 16-CPU host under 1 s at
+#: small and 4 s for tiny_nerf paper (the gaps between its records' timestamps); on a
+#: loaded 2-CPU machine 2-12 s at small and 32-312 s at paper (seq2seq_attention)
 REFERENCE_GRADIENT_S = {"tiny": 1.0, "small": 2.0, "paper": 15.0}
 #: what starting, reading and recording a pass costs beyond its worker's own wall time
 #: (the H200 run: 160 s of sweep for 150 s of worker walls over 10 cells and 2 gradients)

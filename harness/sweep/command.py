@@ -36,10 +36,9 @@ Schedule (harness/sweep/schedule.py): `serial` (default) runs one pass at a time
 cell after cell. `--schedule parallel` runs reference gradients and memory passes
 --jobs at a time (default: one per CPU); each time pass sets up beside them and
 measures alone (a CUDA memory pass too, unless NVML answers per process:
-harness/sweep/cuda_sharing.py). It is not the default: on the 2-core development machine (2026-11-23,
-tools/sweep_compare.py) it was not faster
-and its memory figures are not yet shown to match the serial ones within 1 %
-(docs/measurement.md, "How a sweep is scheduled").
+harness/sweep/cuda_sharing.py). It is not the default: on 2 CPUs it was not faster
+(tools/sweep_compare.py), and its memory figures are not yet shown to match the serial
+ones within 1 % (docs/measurement.md, "How a sweep is scheduled").
 
 Budget (harness/sweep/budget.py): `--budget SECONDS` sizes the sweep to its time: the
 cells run smallest size first, eager before compiled (every workload in every row

@@ -21,10 +21,9 @@ Set before the interpreter starts, because the libraries read them only then:
   are removed from the time pass's environment even when the caller exported them;
 - the gradient pass (`harness check`, harness/check/framework_runner.py) as the time pass, plus the
   compile caches it keeps outside the repository (``gradient_settings()``): JAX's
-  persistent compilation cache (JAX eager compiles every primitive once per shape, ~280
-  XLA compilations for the tiny U-Net: 24 s cold, 4.5 s warm; `harness check
-  --framework jax --workload unet`, 2026-11-22, on the 2-core development machine) and TF's
-  start-up banners silenced. Not for measured passes: a warm cache would hide the
+  persistent compilation cache (JAX eager compiles every primitive once per shape,
+  hundreds of XLA compilations for the tiny U-Net, about 5x faster warm: docs/design.md,
+  Evidence: "Compile caches") and TF's start-up banners silenced. Not for measured passes: a warm cache would hide the
   first step's compilation that `compile_s` reports.
 """
 

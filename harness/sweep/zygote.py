@@ -1,8 +1,8 @@
 """Workers forked from a process that has already imported their framework.
 
-Importing a framework is most of what a short pass costs (`import` in a fresh worker,
-measured 2026-11-23 on the 2-core development machine, quiet: TensorFlow 5.6 s, torch 2.5 s, HIPS autograd with SciPy 1.3 s, JAX
-0.9 s), and a sweep starts two workers per cell. With `--start fork` (the default) the
+Importing a framework is most of what a short pass costs (seconds for TensorFlow and
+torch in a fresh worker: docs/measurement.md, "How a worker starts"), and a sweep
+starts two workers per cell. With `--start fork` (the default) the
 parent keeps one *zygote* per framework and worker environment: a process started
 exactly as a worker would be (same interpreter, same environment: allocator settings,
 thread counts), which imports the adapter's `preload` modules and then only forks.
