@@ -20,7 +20,8 @@ line, or the line itself) of the store in --out (default releases/):
 3. writes the report draft, DIR/upstream/FRAMEWORK/GROUP.md, and the framework's page
    again, whose line for the change then says "reproduced standalone" or "harness only".
 
-`--write-only` writes the script and the draft and runs nothing. `--framework F
+`--write-only` writes the script and the draft and runs nothing (with --actionable: those
+of every group run so far, again). `--framework F
 --actionable` does it for every group of F's store with an actionable change, cheapest
 first (harness/upstream/batch.py), skipping groups already judged for their current
 script (`--retry` runs failed and unavailable ones again); `--limit N` and `--budget S`
@@ -152,18 +153,18 @@ def _run(args, framework, document, plan, is_batch):
     outcomes = store.read_outcomes(out, framework)
     for number, change in enumerate(plan, 1):
         group = report_change.Group(out, framework, document, change)
+        if is_batch and args.write_only and group.id not in outcomes["groups"]:
+            continue  # --write-only over a store: the scripts and drafts of the groups run so far, again
         try:
-            script_path = report_change.write_script(group)
+            text = report_change.script_source(group)
         except inline.InlineError as err:
             print(f"error: {group.id}: {err}", file=sys.stderr)
             if not is_batch:
                 return 2
             failed += 1
             continue
-        with open(script_path, encoding="utf-8") as handle:
-            sha = store.script_hash(handle.read())
-        if is_batch:
-            if batch.done(outcomes, framework, document, change, sha) and not (
+        if is_batch and not args.write_only:
+            if batch.done(outcomes, framework, document, change, store.script_hash(text)) and not (
                     args.retry and any(o.get("status") in ("failed", "unavailable")
                                        for o in outcomes["changes"].values() if o.get("group") == group.id)):
                 skipped += 1
@@ -173,6 +174,7 @@ def _run(args, framework, document, plan, is_batch):
             if args.budget is not None and time.monotonic() - started > args.budget:
                 print(f"budget of {args.budget:.0f} s spent: stopped before {group.id}", flush=True)
                 break
+        script_path = report_change.write_script(group)
         print(f"[{number}/{len(plan)}] {group.id}: {script_path}", flush=True)
         if not args.write_only:
             found = report_change.measure(group, script_path, runs=args.runs, torch_index=args.torch_index,

@@ -42,6 +42,13 @@ class Group:
 
 def write_script(group, dtype="float32"):
     """The group's standalone script, written beside the store; its path."""
+    path = group.path(".py")
+    results.write_text_atomic(path, script_source(group, dtype))
+    return path
+
+
+def script_source(group, dtype="float32"):
+    """The group's standalone script (its source)."""
     lead = group.lead
     found = lead.get("confirmation") or {}
     about = (f"gradmem found {lead['figure']} of {lead['workload']} ({lead['mode']}) move from "
@@ -49,9 +56,7 @@ def write_script(group, dtype="float32"):
              f"{draft.mib(found.get('after', lead['after']))} at {lead['release']} (id {ids.of(group.framework, lead)}).")
     spec = script.Spec(group.framework, lead["workload"], lead["mode"], group.size, dtype, lead["figure"],
                        draft.title(group.framework, lead), about)
-    path = group.path(".py")
-    results.write_text_atomic(path, script.write(spec))
-    return path
+    return script.write(spec)
 
 
 def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=runner.TIMEOUT_S, say=print):

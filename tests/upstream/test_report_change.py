@@ -127,3 +127,31 @@ def test_a_move_the_script_shows_too_is_reproduced_standalone_and_resumes(tmp_pa
     monkeypatch.setattr(runner, "run_once", lambda *a, **k: pytest.fail("measured again"))
     assert _main(ID, "--out", str(out), "--runs", "2") == 0
     assert len(store.read_samples(str(out), "torch")) == 4
+
+
+def test_a_store_runs_cheapest_first_and_goes_on_where_it_stopped(tmp_path, capsys, monkeypatch):
+    out = _store(tmp_path)
+    document = json.loads((out / "torch.changes.json").read_text())
+    second = dict(document["changes"][0], before_release="2.4.0", release="2.5.0")
+    document["changes"].append(second)
+    (out / "torch.changes.json").write_text(json.dumps(document))
+    _fake_pythons(tmp_path, monkeypatch, FAKE)
+    for release in ("2.5.0",):
+        folder = tmp_path / "envs" / f"torch-{release}" / "bin"
+        folder.mkdir(parents=True)
+        os.symlink(sys.executable, folder / "python")
+    monkeypatch.setattr(runner, "environment", lambda framework, release, torch_index=None: _Env(
+        str(tmp_path / "envs" / f"torch-{release}" / "bin" / "python")))
+    # 2.5.0 is built already, 2.3.1 is not: the pair 2.4.0 -> 2.5.0 costs less and runs first
+    from harness.upstream import report_change
+    monkeypatch.setattr(report_change, "cached", lambda framework, release: release in ("2.4.0", "2.5.0"))
+    assert _main("--framework", "torch", "--actionable", "--out", str(out), "--runs", "2", "--limit", "1") == 0
+    said = capsys.readouterr().out
+    assert "[1/2] torch:chained_dot:eager:2.4.0->2.5.0" in said and "2.3.1->2.4.0" not in said
+    assert "1 of 2 actionable changes run standalone" in said
+    assert _main("--framework", "torch", "--actionable", "--out", str(out), "--runs", "2") == 0
+    said = capsys.readouterr().out
+    assert "2.3.1->2.4.0: reproduced standalone" in said and "(this run: 1 group(s), 1 already judged)" in said
+    monkeypatch.setattr(runner, "run_once", lambda *a, **k: pytest.fail("measured again"))
+    assert _main("--framework", "torch", "--actionable", "--out", str(out), "--runs", "2") == 0
+    assert "(this run: 0 group(s), 2 already judged)" in capsys.readouterr().out
