@@ -1,0 +1,110 @@
+"""A native torch step end to end: its record's figures from the math, the same step
+measured by a script that shares nothing with the harness, and the step_memory marker
+passing and failing on it."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness import results
+from harness.steps import templates
+
+pytestmark = pytest.mark.slow  # acceptance: real torch workers
+pytest_plugins = ["pytester"]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MLP_SGD = os.path.join(ROOT, "examples", "steps", "mlp_sgd.py")
+INDEPENDENT = os.path.join(ROOT, "tools", "independent", "torch_native_step.py")
+pytest.importorskip("torch")
+
+
+def run(tmp_path, *args):
+    out = tmp_path / "r.jsonl"
+    done = subprocess.run([sys.executable, "-m", "harness", "run", *args, "--no-prediction", "--out", str(out)],
+                          capture_output=True,
+                          text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr
+    (record,) = results.read_records(out)
+    return record
+
+
+def test_the_torch_templates_record_counts_what_its_math_keeps(tmp_path):
+    path = tmp_path / "my_step.py"
+    path.write_text(templates.render("torch", "my_step", str(path)))
+    record = run(tmp_path, "--workload", str(path), "--framework", "torch", "--size", "tiny", "--repeat", "1",
+                 "--time-budget", "0")
+    assert record["status"] == "ok" and record["step_kind"] == "native"
+    assert record["grad_check"].startswith("not applicable: native step") and record["grad_rel_err"] is None
+    B, D, H = 4, 8, 16  # the template's tiny, float32
+    parts = record["breakdown_bytes"]
+    # what autograd saves for the backward that the step made: relu's output (B, H),
+    # read by relu's and W2's gradients, and the output (B, D), read by mse_loss's;
+    # x, y and the weights are the state's. That is the declared bound, byte for byte.
+    assert parts["saved_activations"] == B * (H + D) * 4 == record["bound_bytes"]
+    weights = (D * H + H + H * D + D) * 4  # two Linear layers with biases
+    assert parts["params"] == parts["gradients"] == weights
+    assert parts["inputs"] == 2 * B * D * 4 and parts["optimizer_state"] == 0  # plain SGD keeps nothing
+    assert set(record["peak_bytes"]) == {"total"} and record["time_s"]["total"] > 0
+
+
+def median(values):
+    return sorted(values)[(len(values) - 1) // 2]
+
+
+def test_the_harness_and_an_independent_script_agree_on_a_native_step(tmp_path):
+    # the record's step peak and retained (whole resident set and its anon + shmem
+    # pages) against tools/independent/torch_native_step.py, which imports nothing of
+    # the harness: each the median of three processes, within 10 %
+    mine, theirs = [], []
+    for _ in range(3):
+        mine.append(run(tmp_path, "--workload", MLP_SGD, "--framework", "torch", "--size", "small", "--repeat", "1",
+                        "--time-budget", "0"))
+        (tmp_path / "r.jsonl").unlink()
+        done = subprocess.run([sys.executable, INDEPENDENT, MLP_SGD, "small"], capture_output=True, text=True,
+                              timeout=600, check=True)
+        theirs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    anon = lambda r: r["retained_detail_bytes"]["anon"] + r["retained_detail_bytes"].get("shmem", 0)
+    pairs = {
+        "step peak": (median([r["peak_bytes"]["total"] for r in mine]), median([t["peak_bytes"] for t in theirs])),
+        "retained": (median([r["retained_bytes"] for r in mine]), median([t["retained_bytes"] for t in theirs])),
+        "retained anon": (median([anon(r) for r in mine]), median([t["retained_anon_bytes"] for t in theirs])),
+    }
+    for name, (harness_figure, independent) in pairs.items():
+        assert harness_figure == pytest.approx(independent, rel=0.10), (name, pairs)
+
+
+def test_the_marker_passes_and_fails_on_a_native_step(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(test_user=f"""
+        import pytest
+
+        STEP = {MLP_SGD!r}
+
+        # no framework given: a native step runs in its own row (torch)
+        @pytest.mark.step_memory(workload=STEP, size="small", limit="64 MiB", retained="256 MiB")
+        def test_fits():
+            pass
+
+        # at the backward's height the step holds relu's output and the output (the
+        # bound, 1.25 MiB), W2's gradient (1 MiB) and the hidden's (1 MiB), less the 2 MiB
+        # of gradients zero_grad freed: at least the bound, never half of it
+        @pytest.mark.step_memory(workload=STEP, size="small", limit="0.5x bound")
+        def test_too_tight():
+            pass
+
+        # zero_grad() comes first in the step, so the 2 MiB of gradients stay between steps
+        @pytest.mark.step_memory(workload=STEP, size="small", retained="1 MiB")
+        def test_retained_too_tight():
+            pass
+        """)
+    result = pytester.runpytest_subprocess("-p", "harness.pytest_plugin", "-q")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines([
+        "*step_memory: torch eager cpu on *mlp_sgd.py#sha256=* at small float32: step peak * > limit 0.5x bound*",
+        "*saved_activations*saved_tensors_hooks*",
+        "*retained * > limit 1 MiB*",
+    ])
