@@ -9,7 +9,9 @@ import json
 import subprocess
 import sys
 
-from harness.upstream import script
+import pytest
+
+from harness.upstream import runner, script
 
 from harness.units import MIB
 
@@ -56,3 +58,21 @@ def test_the_probe_reads_a_planted_peak_and_a_planted_kept_buffer(tmp_path):
     assert printed["environment"] == {"MALLOC_MMAP_THRESHOLD_": "32768"}  # set before the interpreter started
     assert "harness" not in printed["modules"] and "numpy" in printed["modules"]
     assert done.stderr.strip().endswith(f"retained: {figures['retained'] / MIB:.2f} MiB")
+
+
+@pytest.mark.slow  # 40 s on the loaded 2-core machine: torch imported twice (the script runs itself again)
+def test_a_generated_script_runs_with_the_framework_alone_and_reports_its_modules(tmp_path):
+    # torch eager at tiny, under this interpreter: isolated (-I), from an empty folder, with a
+    # bare environment, as the runner starts it; gradmem is importable here, yet not imported
+    pytest.importorskip("torch")
+    spec = script.Spec("torch", "chained_dot", "eager", "tiny", "float32", "step_peak", "a test")
+    path = tmp_path / "repro.py"
+    path.write_text(script.write(spec))
+    status, printed, message, _ = runner.run_once(sys.executable, str(path), timeout_s=300)
+    assert status == "ok", message
+    # tiny chained_dot: 5 products of a 32 x 32 float32 matrix; the bound is 4 of them (16 KiB), far
+    # under a page's grain of RSS, so the figures are small, and present for every phase
+    assert set(printed["figures"]) >= {"retained", "step_peak", "step_peak.forward", "step_peak.backward",
+                                       "footprint", "first_step_peak", "first_step_footprint"}
+    assert "torch" in printed["modules"] and "harness" not in printed["modules"]
+    assert printed["environment"]["MALLOC_MMAP_THRESHOLD_"] == "32768"
