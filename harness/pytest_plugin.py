@@ -7,6 +7,7 @@ that installs gradmem can guard its own model's step in its own tests::
                              limit="64 MiB")                 # step peak, absolute
     @pytest.mark.step_memory(workload="my_model.py", framework="jax",
                              limit="1.2x bound", retained="8 MiB")
+    @pytest.mark.step_memory(workload="my_step.py", leak="0 B")  # fails when the step grows
     def test_my_model_step_fits():
         ...
 
@@ -15,7 +16,11 @@ cell (harness/sweep/api.py: a fresh worker forked from the framework's zygote, a
 memory pass and a short time pass), so the figure is the record's, never a second
 measurement path.
 `limit` bounds the step peak (the figure registry's ``step_peak``: above what was
-resident at the step's start), ``retained`` what the framework keeps between steps;
+resident at the step's start), ``retained`` what the framework keeps between steps
+(its own memory: harness/figures.py), ``leak`` its growth per step (the leak phase of
+the memory pass, harness/measure/leak.py): a step whose verdict is ``grows`` at more
+than ``leak`` bytes a step fails, and so does one whose growth could not be judged
+(``inconclusive``: too few steps in the phase's budget), saying so;
 ``"Nx bound"`` is N times the workload's bound (declared or derived). CUDA cells are
 judged by the allocator's figures (harness/figures.py), not the process's RSS; an
 upper bound over the limit fails, saying it is one. A crossed limit fails
@@ -43,14 +48,16 @@ from harness import units
 
 MARKER = "step_memory"
 CELL_OPTIONS = ("size", "dtype", "device", "mode", "optimizer", "remat")
+GATES = ("limit", "retained", "leak")
 
 
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(workload, framework='reference' (a native step: its own), limit=None, retained=None, size='tiny', ...): "
-        "measure the workload's training step in a fresh worker (gradmem) and fail when its step peak "
-        "exceeds limit ('64 MiB', '1.2x bound') or what it retains exceeds retained",
+        f"{MARKER}(workload, framework='reference' (a native step: its own), limit=None, retained=None, leak=None, "
+        "size='tiny', ...): measure the workload's training step in a fresh worker (gradmem) and fail when its step "
+        "peak exceeds limit ('64 MiB', '1.2x bound'), what it retains exceeds retained, or it grows every step by "
+        "more than leak ('0 B')",
     )
 
 
@@ -67,9 +74,9 @@ def _arguments(marker):
         kwargs.setdefault("workload", marker.args[0])
     if "workload" not in kwargs:
         raise pytest.UsageError(f"@pytest.mark.{MARKER} needs workload=... (a built-in name, a .py path or module:attr)")
-    if kwargs.get("limit") is None and kwargs.get("retained") is None:
-        raise pytest.UsageError(f"@pytest.mark.{MARKER}: give limit= and/or retained=")
-    unknown = set(kwargs) - {"workload", "framework", "limit", "retained", *CELL_OPTIONS}
+    if all(kwargs.get(gate) is None for gate in GATES):
+        raise pytest.UsageError(f"@pytest.mark.{MARKER}: give one or more of {'=, '.join(GATES)}=")
+    unknown = set(kwargs) - {"workload", "framework", *GATES, *CELL_OPTIONS}
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.{MARKER}: unknown argument(s) {', '.join(sorted(unknown))}")
     return kwargs
@@ -132,7 +139,7 @@ def default_framework(workload):
     return step.FRAMEWORK if step is not None else "reference"
 
 
-def check(workload, framework=None, limit=None, retained=None, **cell):
+def check(workload, framework=None, limit=None, retained=None, leak=None, **cell):
     framework = framework or default_framework(workload)
     record = measure(workload, framework, **cell)
     if record["status"] != "ok":
@@ -148,8 +155,26 @@ def check(workload, framework=None, limit=None, retained=None, **cell):
         allowed = parse_limit(retained, record["bound_bytes"])
         if figures["retained"] is None or figures["retained"] > allowed:
             crossed.append(f"retained {_mib(figures['retained'])} > limit {retained} ({_mib(allowed)})")
+    if leak is not None:
+        crossed += _leak_crossed(record, leak)
     if crossed:
         pytest.fail(report(record, figures, source, crossed), pytrace=False)
+
+
+def _leak_crossed(record, leak):
+    """Why the step's growth crosses `leak` (bytes a step), [] when it does not: a
+    verdict of `grows` above it, or no verdict at all."""
+    allowed = parse_limit(leak, None)
+    verdict = registry.leak_verdict(record)
+    found = registry.value(record, "leak")
+    said = record.get("leak") or {}
+    if verdict is None or verdict == "inconclusive":
+        why = said.get("stopped") or "the memory pass took no leak reading"
+        return [f"growth per step not judged ({verdict or 'not measured'}: {why}); leak limit {leak}"]
+    if verdict == "grows" and found > allowed:
+        return [f"grows {found / 1024:.1f} KiB a step over {said.get('readings')} steps (p = {said.get('p')}) > "
+                f"leak limit {leak}"]
+    return []
 
 
 def _figures(record):

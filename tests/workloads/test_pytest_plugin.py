@@ -63,3 +63,49 @@ def test_the_marker_passes_and_fails_as_it_should(pytester, monkeypatch):
         "*saved_activations*",
         "*retained * > limit 1 *",
     ])
+
+
+LEAKY_STEP = '''
+import autograd.numpy as np
+from autograd import grad
+
+FRAMEWORK = "autograd"
+SIZES = {"tiny": {"D": 16}, "small": {"D": 16}}
+LEAK_BYTES = %d
+_kept = []
+
+
+def setup(cfg):
+    return {"w": np.ones((cfg["D"], cfg["D"])), "grad": grad(lambda w: np.sum(np.tanh(w)))}
+
+
+def step(state):
+    if LEAK_BYTES:
+        _kept.append(bytearray(b"\\x01") * LEAK_BYTES)  # resident and never let go
+    state["w"] = state["w"] - 1e-3 * state["grad"](state["w"])
+'''
+
+
+@pytest.mark.slow  # acceptance: two real measurements under pytester
+def test_the_leak_gate_fails_a_step_that_grows_and_passes_one_that_does_not(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(leaky_step=LEAKY_STEP % (256 * 1024), flat_step=LEAKY_STEP % 0)
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+
+        @pytest.mark.step_memory(workload="leaky_step.py", leak="0 B")
+        def test_leaky():
+            pass
+
+        @pytest.mark.step_memory(workload="flat_step.py", leak="0 B")
+        def test_flat():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "harness.pytest_plugin", "-q")
+    result.assert_outcomes(passed=1, failed=1)
+    # the failure names the growth it measured: 256 KiB a step, and the mmap's page and header (260)
+    result.stdout.re_match_lines([r".*test_leaky.*", r".*grows 2[5-7][0-9]\.[0-9] KiB a step over \d+ steps.*"],
+                                 consecutive=False)
