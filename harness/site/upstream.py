@@ -76,13 +76,22 @@ def write(releases_dir, out_dir):
                    if has_script else "no script held") + "</p>\n" + markdown.to_html(text, resolve))
         page_name = name[:-len(".md")] + ".html"
         with open(os.path.join(folder, page_name), "w", encoding="utf-8") as handle:
-            handle.write(page(f"gradmem: {markdown.title(text)}", body, depth=3))
-        rows.append((framework, markdown.title(text), f"{framework}/{page_name}",
+            handle.write(page(f"gradmem: {_title(text)}", body, depth=3))
+        rows.append((framework, _title(text), f"{framework}/{page_name}",
                      f"{framework}/{script_name}" if has_script else None, _status_of(outcomes, name)))
     os.makedirs(target, exist_ok=True)
     with open(os.path.join(target, "index.html"), "w", encoding="utf-8") as handle:
         handle.write(render_index(tallies, rows))
     return tallies
+
+
+def _title(text):
+    """The draft's first heading as written (the site's converter's `title` drops '_', which
+    workload names keep), without its code and bold marks."""
+    for line in text.splitlines():
+        if line.startswith("# "):
+            return line[2:].replace("`", "").replace("**", "").strip()
+    return "report draft"
 
 
 def render_index(tallies, rows):

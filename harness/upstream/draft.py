@@ -42,7 +42,8 @@ def title(framework, change):
     step = STEP_NAMES.get((framework, change["mode"]), change["mode"])
     verb = "rises" if delta > 0 else "falls"
     rel = f" ({signed_percent(found['relative'])})" if found.get("relative") is not None else ""
-    return (f"{framework} {change['release']}: {figure.label} of a {step} training step {verb} by "
+    article = "an" if step[0] in "aeiou" else "a"
+    return (f"{framework} {change['release']}: {figure.label} of {article} {step} training step {verb} by "
             f"{abs(delta) / MIB:.2f} MiB{rel} from {change['before_release']} ({change['workload']}, CPU)")
 
 

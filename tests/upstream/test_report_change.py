@@ -57,7 +57,7 @@ def test_write_only_writes_the_script_and_the_draft(tmp_path, capsys):
     compile(text, name, "exec")
     assert "import torch" in text and "harness" not in text.split('"""', 2)[2]  # the code imports no gradmem
     draft = (folder / f"{name}.md").read_text()
-    assert draft.startswith("# torch 2.4.0: retained of a eager autograd training step rises by 6.00 MiB")
+    assert draft.startswith("# torch 2.4.0: retained of an eager autograd training step rises by 6.00 MiB")
     assert f"`{ID}`" in draft and f"[{name}.py]({name}.py)" in draft and "not run standalone yet" in draft
 
 
