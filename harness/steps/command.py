@@ -34,8 +34,11 @@ def main(args):
         raise ChoiceError(f"new-step {args.path!r}: the file's name must be a Python identifier, e.g. my_step.py")
     if os.path.exists(path) and not args.force:
         raise ChoiceError(f"new-step: {path} exists (--force overwrites it)")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(templates.render(args.framework, name, path))
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(templates.render(args.framework, name, path))
+    except OSError as err:
+        raise ChoiceError(f"new-step: cannot write {path}: {err.strerror or err}") from None
     print(f"wrote {path}; next: python -m harness run --workload {path} --framework {args.framework} --size tiny "
           f"--out r.jsonl")
     return 0

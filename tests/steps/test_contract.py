@@ -126,6 +126,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
         (("run", "--workload", plain, "--framework", "torch", "--size", "tiny"), "its one row is --framework reference"),
         (("check", "--workload", plain, "--size", "tiny"), "is a native step: its gradient is its own code's"),
         (("new-step", str(tmp_path / "x"), "--framework", "caffe"), "valid frameworks: torch, jax"),
+        (("new-step", str(tmp_path / "no" / "such" / "dir" / "x")), "cannot write"),
     ]:
         done = run_cli(*args, *(("--out", out) if args[0] == "run" else ()))
         assert done.returncode == 2, (args, done.stderr)
