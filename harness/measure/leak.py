@@ -25,13 +25,18 @@ The test, stated (docs/measurement.md, "Memory that grows"):
                   allocator warming up, a compiler meeting new shapes
      flat         neither
      inconclusive fewer than MIN_STEPS readings (a step too slow for the budget; a
-                  longer run that could not reach MIN_STEPS is not started)
+                  longer run that could not reach MIN_STEPS is not started), or both
+                  halves growing with too few readings or too weak a trend to say so
    Three or more readings none of which moved by MIN_BYTES are flat, however few.
 3. The figure, `bytes_per_step`: the Theil-Sen slope of the second half (growth still
    going on at the end), beside the whole run's and each half's.
 
-A step that raises (MemoryError while growing, anything else) ends the phase with what
-was read so far and `stopped` saying why.
+Where a step is too slow for the budgets (a steady step, timed in the pass, longer than
+the short check's budget: no step is run) or the phase's readings come to fewer than
+MIN_STEPS, the readings the pass took at its settled steps' starts (the warm-up's, the
+steady steps', the breakdown's; `from_pass` counts them) join its own: what the pass
+has shown of growth, at no cost of steps. A step that raises (MemoryError while
+growing, anything else) ends the phase with what was read so far and `stopped` saying why.
 """
 
 import math
@@ -108,8 +113,8 @@ def judge(points):
         verdict = "flat"  # no reading moved by MIN_BYTES: growth of MIN_BYTES a step would have
     elif len(points) < MIN_STEPS:
         verdict = "inconclusive"
-    elif all(s >= MIN_BYTES for s in slopes) and p <= ALPHA and len(points) >= GROWS_STEPS:
-        verdict = "grows"
+    elif all(s >= MIN_BYTES for s in slopes):  # growing to the end: growth, where enough steps say so
+        verdict = "grows" if p <= ALPHA and len(points) >= GROWS_STEPS else "inconclusive"
     elif slopes[0] >= MIN_BYTES and slopes[1] < MIN_BYTES:
         verdict = "settles"
     else:
@@ -127,22 +132,31 @@ def suspect(points):
             or mann_kendall_p([y for _, y in points]) <= SUSPECT_ALPHA)
 
 
-def run(step_once, read, settle, first_step=0, short=SHORT, long=LONG, budgets_s=(2.0, 10.0)):
+def run(step_once, read, settle, first_step=0, short=SHORT, long=LONG, budgets_s=(2.0, 10.0), prior=(),
+        step_s=0.0):
     """The leak phase: `settle()`, `read()` (own bytes now) and `step_once()` until the
     short check has `short` readings or its budget is spent (the step counter starts at
     `first_step`, the steps the pass ran before); where `suspect`, on to `long`
-    readings within the longer budget. The record's `leak`."""
+    readings within the longer budget. Where those come to fewer than MIN_STEPS (a step,
+    `step_s` seconds, too slow for the budgets: then no step is run at all), the
+    readings the pass took at its settled steps' starts (`prior`, (step, bytes)) join
+    them. The record's `leak`."""
+    short_s, long_s = budgets_s
+    if step_s >= short_s:  # not one more step in the short check: the pass's own readings judge
+        settle()
+        return _found(list(prior) + [(first_step, int(read()))], False, budgets_s, len(prior),
+                      f"a step takes {step_s:.3g} s, more than the short check's {short_s:.3g} s: judged on the "
+                      f"pass's own steps")
     points, stopped = [], None
     step, started = first_step, time.monotonic()
     extended = False
-    short_s, long_s = budgets_s
     try:  # one step unread: the first after the pass's other phases allocates what they left to it
         settle()
         step_once()
         step += 1
     except Exception as err:  # noqa: BLE001 - as below
-        points, stopped = [], f"the phase's first step raised {type(err).__name__}: {str(err)[:200]}"
-        return dict(judge(points), readings=0, extended=False, steps=[], samples=[], stopped=stopped)
+        return _found(list(prior), False, budgets_s, len(prior),
+                      f"the phase's first step raised {type(err).__name__}: {str(err)[:200]}")
     while True:
         settle()
         points.append((step, int(read())))
@@ -170,9 +184,15 @@ def run(step_once, read, settle, first_step=0, short=SHORT, long=LONG, budgets_s
             stopped = f"step {step + 1} raised {type(err).__name__}: {str(err)[:200]}"
             break
         step += 1
+    if len(points) < MIN_STEPS and prior:  # too few of its own: with the pass's readings
+        return _found(list(prior) + points, extended, budgets_s, len(prior), stopped)
+    return _found(points, extended, budgets_s, 0, stopped)
+
+
+def _found(points, extended, budgets_s, from_pass, stopped):
     found = judge(points)
-    found.update(readings=len(points), extended=extended, steps=[s for s, _ in points], samples=[b for _, b in points],
-                 budgets_s=[round(b, 3) for b in budgets_s],
+    found.update(readings=len(points), from_pass=from_pass, extended=extended, steps=[s for s, _ in points],
+                 samples=[b for _, b in points], budgets_s=[round(b, 3) for b in budgets_s],
                  method="own memory at each settled step's start (after gc + malloc_trim); Theil-Sen slope of each "
                         "half against the step, one-sided Mann-Kendall (harness/measure/leak.py)")
     if stopped:

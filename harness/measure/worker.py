@@ -222,6 +222,9 @@ def memory_pass(job, marks):
     rss = probes.RssProbe()
     meter = MemoryMeter(rss, marks, device)
     runs = _count_runs(step)
+    # the framework's own memory at the settled start of each step the pass runs after the
+    # first: the leak phase judges on them where its own steps are too slow (leak.py)
+    own_memory, own_log = _own_memory_reader(device), []
     # A framework that serves steps from freed buffers it keeps (MLX, tinygrad) is
     # measured with that cache off, so the step peak is what a step needs, as in every
     # other row; what the cache holds is counted after the measured steps.
@@ -245,6 +248,7 @@ def memory_pass(job, marks):
 
     for _ in range(job.get("warmup", 1)):
         settle_and_reset(rss)
+        own_log.append((runs[0], own_memory()))
         marks.mark("warm-up")
         step.run(NullMeter())
 
@@ -255,14 +259,16 @@ def memory_pass(job, marks):
     # runtime gets to them, so its peak moves from step to step with how far Python runs
     # ahead of XLA: +-1.5 % on a quiet machine, up to 10 % under load (tiny_nerf small
     # 23.4-25.8 MiB over 12 steps, 23.6-23.8 with async dispatch off: docs/measurement.md).
-    samples = []
+    samples, steady_started = [], time.monotonic()
     for index in range(job.get("memory_steps", 3)):
         settle_and_reset(rss)
+        own_log.append((runs[0], own_memory()))
         meter.start("" if index == 0 else f"steady{index}:")
         step.run(meter)
         samples.append(meter.figures())
         if device is not None:
             samples[-1]["device"] = device.figures()
+    step_s = (time.monotonic() - steady_started) / max(len(samples), 1)  # a steady step, settling included
     held = adapter.step_held_bytes()
     device_samples = [sample.pop("device", None) for sample in samples]
     if held is not None:  # buffers a compiled step keeps for itself (TinyJit): its own,
@@ -281,6 +287,7 @@ def memory_pass(job, marks):
 
     # Where the bytes go: one more step with the adapter's counting hooks, unmeasured.
     settle_and_reset(rss)
+    own_log.append((runs[0], own_memory()))
     marks.mark("breakdown")
     as_record = {"status": "ok", "device": cell["device"], **steady, "device_memory": device_memory}
     counted = _native_breakdown().count(adapter, step) if step.kind == "native" else breakdown.count(adapter, step)
@@ -315,8 +322,8 @@ def memory_pass(job, marks):
     result = {"status": "ok", **{field: measured[field] for field in results.MEMORY_PASS_FIELDS},
               **{key: measured[key] for key in PASS_NOTES}, "baseline_rss_bytes": baseline, "hwm_method": rss.method}
     if job.get("leak", True):
-        result["leak"] = _leak(job, result, step, runs, _own_memory_reader(device), time.monotonic() - pass_started,
-                               marks)
+        result["leak"] = _leak(job, result, step, runs, own_memory, own_log, step_s,
+                               time.monotonic() - pass_started, marks)
     if job.get("predict", True):
         result["prediction"] = _prediction(job, result, adapter, problem, step, marks)
     return result
@@ -349,10 +356,11 @@ def _own_memory_reader(device):
     return read
 
 
-def _leak(job, result, step, runs, own_memory, pass_wall_s, marks):
+def _leak(job, result, step, runs, own_memory, own_log, step_s, pass_wall_s, marks):
     """Memory that grows every step (harness/measure/leak.py): more steps after every
     other figure (a budget of the pass's own wall), the framework's own memory read at
-    each one's start. What was measured is written first: a step
+    each one's start; where a step (`step_s`) is too slow for enough of them, the
+    readings the pass took at its settled steps' starts (`own_log`) judge instead. What was measured is written first: a step
     that runs out of memory while growing, or a process killed for it, leaves that
     record, and the parent says why."""
     import gc
@@ -372,7 +380,8 @@ def _leak(job, result, step, runs, own_memory, pass_wall_s, marks):
     gc.collect()
     gc.freeze()
     try:
-        found = leak.run(lambda: step.run(NullMeter()), own_memory, probes.settle, first_step=runs[0], short=job.get("leak_short", leak.SHORT),
+        found = leak.run(lambda: step.run(NullMeter()), own_memory, probes.settle, first_step=runs[0],
+                         prior=own_log, step_s=step_s, short=job.get("leak_short", leak.SHORT),
                          long=job.get("leak_long", leak.LONG), budgets_s=budgets)
     finally:
         gc.unfreeze()

@@ -40,7 +40,7 @@ def test_steady_growth_grows_at_its_rate_and_needs_enough_steps():
     growing = [i * 16 * KIB + (4 * KIB if i % 3 else 0) for i in range(24)]
     found = leak.judge(points(growing))
     assert found["verdict"] == "grows" and found["bytes_per_step"] == pytest.approx(16 * KIB, rel=0.1)
-    assert leak.judge(points(growing[:8]))["verdict"] != "grows"  # 8 readings: never a verdict of growth
+    assert leak.judge(points(growing[:8]))["verdict"] == "inconclusive"  # growth seen, too few steps to say so
     assert leak.judge(points(growing[:4]))["verdict"] == "inconclusive"
 
 
@@ -150,3 +150,15 @@ def test_the_same_file_without_the_leak_is_flat(tmp_path, kind):
     found = measure(tmp_path, kind, 0)
     assert found["verdict"] == "flat", found
     assert abs(found["bytes_per_step"]) < leak.MIN_BYTES
+
+
+def test_a_step_too_slow_for_the_short_check_is_judged_on_the_pass_s_own_readings():
+    ran = []
+    flat = [(i, 50 * MIB + (4 * KIB if i % 2 else 0)) for i in range(1, 7)]
+    found = leak.run(lambda: ran.append(1), lambda: 50 * MIB, lambda: None, first_step=8, budgets_s=(1.0, 3.0),
+                     prior=flat, step_s=9.0)
+    assert ran == [] and found["verdict"] == "flat" and found["from_pass"] == 6 and "a step takes 9" in found["stopped"]
+    growing = [(i, 50 * MIB + i * 64 * KIB) for i in range(1, 7)]
+    found = leak.run(lambda: None, lambda: 50 * MIB + 8 * 64 * KIB, lambda: None, first_step=8, budgets_s=(1.0, 3.0),
+                     prior=growing, step_s=9.0)
+    assert found["verdict"] == "inconclusive"  # growing all along, but 7 readings cannot say it does not stop
