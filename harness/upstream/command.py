@@ -15,7 +15,10 @@ line, or the line itself) of the store in --out (default releases/):
 2. runs it under both releases' environments (the store's, built again where the sweep
    pruned them), --runs fresh processes each, interleaved, and judges every confirmed
    figure of the step: reproduced standalone (the same direction, at least half the
-   size) or harness only (harness/upstream/verdict.py); the outcome goes to
+   size); where it does not, gradmem's own memory pass of the same cells runs beside it
+   (harness/upstream/control.py; --no-control skips it) and tells harness only (the
+   harness still shows the move) from not reproduced here (neither does: the store's
+   confirmation does not hold on this machine) (harness/upstream/verdict.py); the outcome goes to
    DIR/FRAMEWORK.upstream.json, each run to DIR/FRAMEWORK.upstream.jsonl;
 3. writes the report draft, DIR/upstream/FRAMEWORK/GROUP.md, and the framework's page
    again, whose line for the change then says "reproduced standalone" or "harness only".
@@ -63,6 +66,9 @@ def add_arguments(parser):
     parser.add_argument("--limit", type=int, default=None, help="with --actionable: at most this many groups")
     parser.add_argument("--budget", action=cli_options.seconds_action(none_ok=True), default=None, metavar="SECONDS",
                         help="with --actionable: start no group after this many seconds (default: none)")
+    parser.add_argument("--no-control", action="store_true",
+                        help="where the script does not reproduce a move, do not run gradmem's own memory pass of the "
+                             "same cells beside it (the control that tells 'harness only' from 'not reproduced here')")
     parser.add_argument("--keep-envs", action="store_true",
                         help="keep the environments this run built (default: each is removed after its last group)")
     parser.add_argument("--torch-index", default=None,
@@ -164,7 +170,8 @@ def _run(args, framework, document, plan, is_batch):
             failed += 1
             continue
         if is_batch and not args.write_only:
-            if batch.done(outcomes, framework, document, change, store.script_hash(text)) and not (
+            if batch.done(outcomes, framework, document, change, store.script_hash(text),
+                          with_control=not args.no_control) and not (
                     args.retry and any(o.get("status") in ("failed", "unavailable")
                                        for o in outcomes["changes"].values() if o.get("group") == group.id)):
                 skipped += 1
@@ -178,7 +185,8 @@ def _run(args, framework, document, plan, is_batch):
         print(f"[{number}/{len(plan)}] {group.id}: {script_path}", flush=True)
         if not args.write_only:
             found = report_change.measure(group, script_path, runs=args.runs, torch_index=args.torch_index,
-                                          timeout_s=args.timeout or runner.TIMEOUT_S)
+                                          timeout_s=args.timeout or runner.TIMEOUT_S,
+                                          with_control=not args.no_control)
             ran += 1
             for change_id, outcome in found.items():
                 print(f"  {change_id}: {_said(outcome)}", flush=True)

@@ -182,6 +182,11 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
         out.append(f"| the standalone script ({len(lead_outcome['before_samples'])} + {len(lead_outcome['after_samples'])} "
                    f"runs, fresh processes, interleaved; p = {lead_outcome['p']:.3g}) | {mib(lead_outcome['before'])} | "
                    f"{mib(lead_outcome['after'])} | {signed_mib(lead_outcome['delta'])}{share} |")
+    held = lead_outcome.get("control") or {}
+    if held.get("before") is not None:
+        out.append(f"| gradmem's own memory pass, run again beside the script ({len(held['before_samples'])} + "
+                   f"{len(held['after_samples'])}, p = {held['p']:.3g}) | {mib(held['before'])} | {mib(held['after'])} | "
+                   f"{signed_mib(held['delta'])} |")
     if "before" in found:
         out.append(f"| gradmem, side by side ({found['pairs']} pairs, p = {found['p']:.3g}) | {mib(found['before'])} | "
                    f"{mib(found['after'])} | {signed_mib(found['delta'])} |")
@@ -194,6 +199,9 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
     if found.get("before_samples"):
         out.append(f"- side by side: {before}: {_samples(found['before_samples'])}; {after}: "
                    f"{_samples(found['after_samples'])}")
+    if held.get("before_samples"):
+        out.append(f"- gradmem's own pass beside the script: {before}: {_samples(held['before_samples'])}; "
+                   f"{after}: {_samples(held['after_samples'])}")
     out.append(f"- sweep rounds: {before}: {_samples(lead['before_samples'])}; {after}: {_samples(lead['after_samples'])}")
     if lead_outcome.get("why"):
         out += ["", f"Standalone verdict: {status}: {lead_outcome['why']}."]

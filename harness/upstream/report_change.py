@@ -13,7 +13,7 @@ import os
 from harness import results
 from harness.releases import page as release_page
 from harness.releases import store as release_store
-from harness.upstream import draft, ids, runner, script, store, verdict
+from harness.upstream import control, draft, ids, runner, script, store, verdict
 from harness.versions import envs as version_envs
 
 
@@ -59,11 +59,20 @@ def script_source(group, dtype="float32"):
     return script.write(spec)
 
 
-def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=runner.TIMEOUT_S, say=print):
+def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=runner.TIMEOUT_S, with_control=True,
+            say=print):
     """Run the script under both releases and record each judged figure's outcome;
-    returns {id: outcome}."""
+    where a figure did not reproduce, gradmem's own pass of the same cells beside it
+    (`with_control`: control.py) says whether the harness still shows the move here.
+    Returns {id: outcome}."""
     by_release, unavailable = runner.run_group(group.out, group.framework, group.id, group.releases, script_path,
                                                runs=runs, torch_index=torch_index, timeout_s=timeout_s, say=say)
+    harness_today = None
+    if not unavailable and with_control and any(
+            verdict.judge(change, by_release)["status"] == "harness only" for change in group.judged):
+        workload, mode = group.key[:2]
+        harness_today = control.run_group(group.out, group.framework, group.id, workload, mode, group.size,
+                                          group.releases, runs, torch_index=torch_index, timeout_s=timeout_s, say=say)
     outcomes = store.read_outcomes(group.out, group.framework)
     found = {}
     with open(script_path, encoding="utf-8") as handle:
@@ -72,7 +81,7 @@ def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=ru
         if unavailable:
             outcome = {"status": "unavailable", "why": unavailable, "figure": change["figure"]}
         else:
-            outcome = verdict.judge(change, by_release)
+            outcome = verdict.judge(change, by_release, harness_today)
         outcome.update(group=group.id, script=os.path.relpath(script_path, group.out), script_sha=sha,
                        draft=os.path.relpath(group.path(".md"), group.out), actionable=bool(change.get("actionable")))
         found[ids.of(group.framework, change)] = outcome

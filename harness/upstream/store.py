@@ -25,6 +25,7 @@ from harness import results
 LABELS = {
     "reproduced": "reproduced standalone",
     "harness only": "harness only",
+    "not reproduced here": "not reproduced here, by gradmem either",
     "failed": "standalone script failed",
     "unavailable": "not run standalone: an environment could not be built",
 }
@@ -94,7 +95,7 @@ def label(outcome):
 
 
 def tally(document, outcomes):
-    """{"actionable", "run", "reproduced", "harness only", "failed", "unavailable"} over
+    """{"actionable", "run", and a count per status of LABELS} over
     the actionable changes of `document` (a changes.json)."""
     from harness.upstream import ids
 

@@ -2,10 +2,14 @@
 
     reproduced standalone   the standalone medians move the way the side-by-side ones did,
                             by at least HALF of that move
-    harness only            measured standalone, and it does not (the other way, or less
-                            than half the size): the move is in gradmem's measurement, or
-                            in something the script leaves out (docs/releases.md says which
-                            was found)
+    harness only            the script does not (the other way, or less than half the
+                            size) while gradmem's own memory pass, run again beside it
+                            (control.py), does: the move is in what the harness measures
+                            and the script leaves out
+    not reproduced here     neither the script nor gradmem's own pass, run today on this
+                            machine, shows it: the store's confirmation (another machine,
+                            environments built then) does not hold here; nothing tells
+                            the two measurements apart
     failed                  fewer than MIN_RUNS ok runs on a side (the runs' messages say why)
     unavailable             an environment could not be built (set by the caller)
 
@@ -18,6 +22,7 @@ import statistics
 
 from harness import figures
 from harness.releases import confirm
+from harness.units import MIB
 
 #: the figures the probe measures (probe.py): a change of another (the framework's own
 #: prediction, time) is not judged standalone
@@ -28,7 +33,8 @@ HALF = 0.5
 MIN_RUNS = 2
 RULE = (f"reproduced standalone: the standalone script's medians move the way the side-by-side ones did, by at "
         f"least {HALF:.0%} of that move (at least {MIN_RUNS} ok runs of each release, fresh processes, "
-        f"interleaved); harness only: measured standalone, and they do not")
+        f"interleaved); harness only: they do not, and gradmem's own memory pass run again beside them does; not "
+        f"reproduced here: neither does")
 
 
 def values(samples, figure):
@@ -41,9 +47,22 @@ def values(samples, figure):
     return found
 
 
-def judge(change, by_release):
+def moves(change, a, b):
+    """(before, after, delta, share of the side-by-side move, p, holds) of samples `a` and
+    `b` against the confirmed move of `change`: holds when it goes the same way by at
+    least HALF of it."""
+    expected = (change.get("confirmation") or {}).get("delta") or change["delta"]
+    before, after = statistics.median(a), statistics.median(b)
+    delta = after - before
+    p = confirm.rank_sum_p(a, b) if expected > 0 else confirm.rank_sum_p([-v for v in a], [-v for v in b])
+    share = delta / expected if expected else None
+    return before, after, delta, share, round(p, 5), delta * expected > 0 and abs(delta) >= HALF * abs(expected)
+
+
+def judge(change, by_release, control=None):
     """The standalone verdict on one confirmed change from its group's runs
-    (`by_release`: {release: {index: sample}})."""
+    (`by_release`: {release: {index: sample}}); `control`: gradmem's own passes run
+    beside them (control.py, same shape), where the script did not reproduce."""
     figure = change["figure"]
     harness = change.get("confirmation") or {}
     a = values(by_release.get(change["before_release"], {}), figure)
@@ -55,19 +74,27 @@ def judge(change, by_release):
         why = (f"a figure the script does not measure ({figure}: {figures.get(figure).label})"
                if not a and not b and not failed else f"{min(len(a), len(b))} ok run(s) on a side; {MIN_RUNS} needed")
         return dict(found, status="failed", why=why, messages=failed[-3:])
-    before, after = statistics.median(a), statistics.median(b)
-    delta = after - before
-    expected = harness.get("delta") or change["delta"]
-    same_way = delta * expected > 0
-    share = delta / expected if expected else None
-    p = confirm.rank_sum_p(a, b) if expected > 0 else confirm.rank_sum_p([-v for v in a], [-v for v in b])
-    reproduced = same_way and abs(delta) >= HALF * abs(expected)
+    before, after, delta, share, p, reproduced = moves(change, a, b)
     found.update(status="reproduced" if reproduced else "harness only", before=before, after=after, delta=delta,
-                 relative=delta / before if before else None, share=share, p=round(p, 5))
+                 relative=delta / before if before else None, share=share, p=p)
     if not reproduced:
-        found["why"] = ("moved the other way standalone" if delta * expected < 0 else
-                        "no move standalone" if delta == 0 else
+        found["why"] = ("no move standalone" if delta == 0 else "moved the other way standalone" if share < 0 else
                         f"moved {share:.0%} of the harness's move standalone (at least {HALF:.0%} needed)")
+        ca = values((control or {}).get(change["before_release"], {}), figure)
+        cb = values((control or {}).get(change["release"], {}), figure)
+        if len(ca) >= MIN_RUNS and len(cb) >= MIN_RUNS:
+            c_before, c_after, c_delta, c_share, c_p, c_holds = moves(change, ca, cb)
+            found["control"] = {"before": c_before, "after": c_after, "delta": c_delta, "share": c_share, "p": c_p,
+                                "before_samples": ca, "after_samples": cb}
+            said = f"gradmem's own pass today: {c_before / MIB:.2f} -> {c_after / MIB:.2f} MiB ({c_share:.0%} of it)"
+            found["why"] += f"; {said}"
+            if not c_holds:
+                found["status"] = "not reproduced here"
+        elif control is not None:  # run, but too few of its passes measured
+            found["control"] = {"failed": f"{min(len(ca), len(cb))} ok pass(es) on a side; {MIN_RUNS} needed"}
+            found["why"] += f"; gradmem's own pass beside it failed ({found['control']['failed']})"
+        else:
+            found["why"] += "; gradmem's own pass not run again beside it"
     if failed:
         found["messages"] = failed[-3:]
     return found

@@ -10,7 +10,7 @@ import pytest
 
 from harness import cli
 from harness.frameworks.base import Unavailable
-from harness.upstream import runner, script, store
+from harness.upstream import control, runner, script, store
 
 from harness.units import MIB
 ID = "torch:chained_dot:eager:retained:2.3.1->2.4.0"
@@ -92,6 +92,8 @@ def _fake_pythons(tmp_path, monkeypatch, body):
         pythons[release] = str(folder / "python")
     monkeypatch.setattr(runner, "environment", lambda framework, release, torch_index=None: _Env(pythons[release]))
     monkeypatch.setattr(script, "write", lambda spec: body)
+    # gradmem's own pass beside a script that did not reproduce: none here unless a test gives one
+    monkeypatch.setattr(control, "run_group", lambda *args, **kwargs: {})
 
 
 def test_a_script_that_fails_is_recorded_with_its_last_words(tmp_path, capsys, monkeypatch):
@@ -155,3 +157,27 @@ def test_a_store_runs_cheapest_first_and_goes_on_where_it_stopped(tmp_path, caps
     monkeypatch.setattr(runner, "run_once", lambda *a, **k: pytest.fail("measured again"))
     assert _main("--framework", "torch", "--actionable", "--out", str(out), "--runs", "2") == 0
     assert "(this run: 0 group(s), 2 already judged)" in capsys.readouterr().out
+
+
+def test_where_the_script_does_not_move_gradmems_own_pass_beside_it_decides(tmp_path, capsys, monkeypatch):
+    out = _store(tmp_path)
+    flat = FAKE.replace("15.0 if after else 10.2", "10.1 if after else 10.2")  # the script shows no move
+    _fake_pythons(tmp_path, monkeypatch, flat)
+    asked = []
+
+    def harness_today(out_, framework, group, workload, mode, size, releases, runs, **kwargs):
+        asked.append((group, workload, mode, size, releases, runs))
+        return {"2.3.1": {i: {"status": "ok", "figures": {"retained": 10.0 * MIB}} for i in (1, 2)},
+                "2.4.0": {i: {"status": "ok", "figures": {"retained": 10.1 * MIB}} for i in (1, 2)}}
+
+    monkeypatch.setattr(control, "run_group", harness_today)
+    assert _main(ID, "--out", str(out), "--runs", "2") == 0
+    assert asked == [("torch:chained_dot:eager:2.3.1->2.4.0", "chained_dot", "eager", "small", ("2.3.1", "2.4.0"), 2)]
+    outcome = store.read_outcomes(str(out), "torch")["changes"][ID]
+    assert outcome["status"] == "not reproduced here" and outcome["control"]["after_samples"] == [10.1 * MIB] * 2
+    assert f"{ID}: not reproduced here, by gradmem either" in capsys.readouterr().out
+    # --no-control: the script's verdict alone, and a later run with the control adds it
+    (tmp_path / "again").mkdir()
+    out2 = _store(tmp_path / "again")
+    assert _main(ID, "--out", str(out2), "--runs", "2", "--no-control") == 0
+    assert store.read_outcomes(str(out2), "torch")["changes"][ID]["status"] == "harness only"
