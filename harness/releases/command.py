@@ -18,8 +18,9 @@ and the page (harness/releases/page.py) are written beside the records
 After a release is measured its environment is deleted unless --keep-envs (only an
 environment this sweep built; one that was cached before is left). SIGTERM, SIGHUP or
 Ctrl-C stop the running sweep as `harness run` does (every finished record kept);
-`--resume` measures only what is missing. Exit 0 when the sweep ran (cells that failed
-are records), 2 for bad input, 128 + the signal when stopped.
+`--resume` measures only what is missing. `--leak-pass` measures the growth per step
+of a store whose records lack it (harness/releases/leak_pass.py). Exit 0 when the
+sweep ran (cells that failed are records), 2 for bad input, 128 + the signal when stopped.
 """
 
 import os
@@ -34,7 +35,7 @@ from harness.sweep import api as sweep
 from harness.sweep import cells, outcome
 from harness.sweep import resume
 from harness.sweep.cell_runner import Options
-from harness.releases import confirm, detect, listing, page, side_by_side, store
+from harness.releases import confirm, detect, leak_pass, listing, page, side_by_side, store
 from harness.results import write_text_atomic
 from harness.upstream import store as upstream_store
 from harness.versions import envs, index, spec
@@ -54,8 +55,9 @@ def add_arguments(parser):
     )
     parser.add_argument("--from", dest="first", default=None, help="the oldest release to sweep (default: the first)")
     parser.add_argument("--to", dest="last", default=None, help="the newest release to sweep (default: the newest)")
-    parser.add_argument("--repeats", type=int, default=store.DEFAULT_ROUNDS,
-                        help=f"rounds per release: its run-to-run band (default {store.DEFAULT_ROUNDS})")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help=f"rounds per release: its run-to-run band (default {store.DEFAULT_ROUNDS}; "
+                             f"{leak_pass.DEFAULT_ROUNDS} with --leak-pass)")
     parser.add_argument("--time-repeat", type=int, default=3, help="timed steps per cell, at least (default 3)")
     parser.add_argument(
         "--time-budget", action=cli_options.seconds_action(zero_ok=True), default=1.0,
@@ -91,6 +93,13 @@ def add_arguments(parser):
         "--confirm-scope", default="all",
         help="with --confirm: all (every flagged memory change) | large (those whose flagged move is at least "
              f"{confirm.ACT_RELATIVE * 100:.0f}%% and {confirm.ACT_BYTES // detect.MIB} MiB)",  # %%: argparse formats help
+    )
+    parser.add_argument(
+        "--leak-pass", action="store_true",
+        help="measure nothing else: the growth per step of every release x workload x mode the store holds whose "
+             "records lack it, --repeats memory passes each (their leak phase) in the release's environment, "
+             "resumable, into FRAMEWORK.leak.jsonl; then the changes and page (harness/releases/leak_pass.py); "
+             "--workload/--mode/--from/--to narrow it",
     )
     parser.add_argument("--pairs", type=int, default=confirm.PAIRS,
                         help=f"with --confirm: interleaved pairs per change (default {confirm.PAIRS}); a store "
@@ -148,6 +157,11 @@ def check(args):
     if args.confirm and (args.page_only or args.resume):
         raise choices.ChoiceError("--confirm measures an existing store's flagged changes: not with --page-only "
                                   "or --resume (it resumes by itself)")
+    if args.leak_pass and (args.page_only or args.resume or args.confirm):
+        raise choices.ChoiceError("--leak-pass measures an existing store's growth per step: not with --page-only, "
+                                  "--resume (it resumes by itself) or --confirm (run that after it)")
+    if args.repeats is None:
+        args.repeats = leak_pass.DEFAULT_ROUNDS if args.leak_pass else store.DEFAULT_ROUNDS
     choices.check_choice("confirm scope", args.confirm_scope, CONFIRM_SCOPES)
     if args.pairs < confirm.PAIRS or args.max_pairs < args.pairs:
         # fewer pairs can never confirm: 4 against 4 give at best p = 1/70 > ALPHA
@@ -167,6 +181,8 @@ def main(args):
     envs.require_python(args.python)
     if args.confirm:
         return _confirm(adapter, args)
+    if args.leak_pass:
+        return _leak_pass(adapter, args)
     try:
         releases, source = listing.published(adapter.package)
     except index.IndexError_ as err:
@@ -311,24 +327,52 @@ def _publish(adapter, args):
     records = resume.records_in(store.merged_path(out, name))
     if not records:
         raise choices.ChoiceError(f"{store.merged_path(out, name)}: no records to publish; run the sweep first")
-    report = _report(out, name, records, args.size)
+    leak = resume.records_in(store.leak_path(out, name))
+    report = _report(out, name, records, args.size, leak)
     results.write_json_atomic(store.changes_path(out, name), report)
     path = os.path.join(out, f"{name}.html")
     write_text_atomic(path, page.render(name, records, report, store.read_envs(out, name), store.read_meta(out, name),
-                                        upstream=upstream_store.read_outcomes(out, name)))
+                                        upstream=upstream_store.read_outcomes(out, name), leak=leak))
     print(detect.summary(report), flush=True)
     print(confirm.summary(report), flush=True)
     print(f"records {store.merged_path(out, name)}; changes {store.changes_path(out, name)}; page {path}", flush=True)
     return 0
 
 
-def _report(out, name, records, size):
-    """The changes document of the store's records, each change with its confirmation."""
+def _report(out, name, records, size, leak=None):
+    """The changes document of the store's records (and of the growth per step of its
+    leak-only pass's records, `leak`: read from the store where not given), each change
+    with its confirmation."""
     env_info, meta = store.read_envs(out, name), store.read_meta(out, name)
     size = (meta.get("grid") or {}).get("size", size)
-    report = detect.report(records, detect.detect(records), name, env_info, size=size,
-                           commits=store.read_commits(out, name))
+    leak = resume.records_in(store.leak_path(out, name)) if leak is None else leak
+    report = detect.report(records, detect.detect(records, leak), name, env_info, size=size,
+                           commits=store.read_commits(out, name), leak=leak)
     return confirm.attach(report, resume.records_in(store.confirm_path(out, name)))
+
+
+def _leak_pass(adapter, args):
+    """--leak-pass: the growth per step of the store's cells whose records lack it, then published."""
+    out, name = args.out, adapter.name
+    records = resume.records_in(store.merged_path(out, name))
+    if not records:
+        raise choices.ChoiceError(f"{store.merged_path(out, name)}: no records; run the sweep first")
+    workloads_ = None if args.workload == "all" else workloads.parse(args.workload)
+    planned = leak_pass.plan(records, name, workloads_, args.mode.split(","), args.first, args.last)
+    print(f"{name}: growth per step of {sum(map(len, planned.values()))} cell(s) in {len(planned)} release(s), "
+          f"{args.repeats} round(s) each (a leak-only pass into {store.leak_path(out, name)})", flush=True)
+    runner = leak_pass.LeakPass(out, adapter, rounds=args.repeats, timeout_s=args.timeout, keep_envs=args.keep_envs,
+                                torch_index=args.torch_index)
+    with interrupts.handling():
+        try:
+            runner.run(planned)
+        except KeyboardInterrupt as stop:
+            _publish(adapter, args)
+            print(f"stopped: the records so far are in {store.leak_path(out, name)}; rerun --leak-pass to go on",
+                  flush=True)
+            return getattr(stop, "exit_code", 130)
+    print(leak_pass.summary(resume.records_in(store.leak_path(out, name))), flush=True)
+    return _publish(adapter, args)
 
 
 def _confirm(adapter, args):

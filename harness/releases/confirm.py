@@ -69,11 +69,13 @@ PAIR_KEY = "confirm_pair"
 INDEX_KEY = "confirm_index"
 STATUSES = ("confirmed", "not confirmed", "pending", "failed", "advisory")
 
+#: the figures with a size rule of their own (the registry's `act_bytes`), as the rule says it
+OWN_SIZES = "".join(f" ({f.label}: {f.act_bytes // 1024} KiB)" for f in figures.listed(figures.DETECT) if f.act_bytes)
 RULE = (f"a flagged change is confirmed when its two releases, measured again interleaved (A B A B ..., "
         f"{PAIRS} pairs, up to {MAX_PAIRS} where undecided, each a fresh worker), move the flagged way by more "
-        f"than {detect.GRAIN_BYTES // 1024} KiB (median to median) and the one-sided exact rank-sum test gives "
-        f"p <= {ALPHA}; actionable: confirmed and at least {ACT_RELATIVE:.0%} and {ACT_BYTES // detect.MIB} MiB "
-        f"side by side, and not mostly library code pages")
+        f"than {detect.GRAIN_BYTES // 1024} KiB{detect.OWN_GRAINS} (median to median) and the one-sided exact "
+        f"rank-sum test gives p <= {ALPHA}; actionable: confirmed and at least {ACT_RELATIVE:.0%} and "
+        f"{ACT_BYTES // detect.MIB} MiB side by side{OWN_SIZES}, and not mostly library code pages")
 
 
 def pair_label(before, after):
@@ -154,9 +156,14 @@ def judge(a, b, figure, direction):
     if not holds:
         verdict["why"] = ("moved the other way side by side" if not same_way and delta != 0 else
                           "no move side by side" if delta == 0 else
-                          f"moved {abs(delta) / detect.MIB:.3f} MiB, within the grain" if abs(delta) <= floor else
+                          f"moved {_within(figure, abs(delta))}, within the grain" if abs(delta) <= floor else
                           f"the samples overlap (p = {p:.3f} > {ALPHA})")
     return verdict
+
+
+def _within(figure, moved):
+    """A move within the grain, finer than the detector's figures (a tenth of the grain)."""
+    return detect.fmt(figure, moved) if detect.grain(figure) < detect.GRAIN_BYTES else f"{moved / detect.MIB:.3f} MiB"
 
 
 def undecided(verdict):
@@ -183,12 +190,21 @@ def samples(records, key):
     return {release: sorted(mine.items(), key=lambda item: item[0]) for release, mine in held.items()}
 
 
+def predates(record, figure):
+    """True for an ok sample of a memory pass without the leak phase (measured by a gradmem
+    before it existed, for another figure of its pair), judged for the growth per step:
+    not a sample of that figure, to be measured again (side_by_side.py), never a
+    failure."""
+    return figure == detect.GROWTH and record.get("status", "ok") == "ok" and figures.leak_verdict(record) is None
+
+
 def verdict_of(change, records):
     """The confirmation of one changes.json entry from the side-by-side `records`."""
     if change["advisory"]:
         return advisory_verdict(change, records)
     held = samples(records, group_key(change))
-    a_records, b_records = [r for _, r in held[change["before_release"]]], [r for _, r in held[change["release"]]]
+    a_records, b_records = [[r for _, r in held[release] if not predates(r, change["figure"])]
+                            for release in (change["before_release"], change["release"])]
     if not a_records and not b_records:
         return {"status": "pending", "why": "not measured side by side yet (harness releases --confirm)"}
     a = [detect.value(r, change["figure"]) for r in a_records]
@@ -364,8 +380,8 @@ def line(change):
         side = found.get("why", "not measured side by side")
     deps = change.get("dependencies_differ") or {}
     differ = ("; " + ", ".join(f"{d} {a} -> {b}" for d, (a, b) in deps.items()) + " differ") if deps else ""
-    return (f"{change['workload']} {change['mode']} {figure}: {change['before_release']} -> {change['release']}: "
-            f"{side}{code_note(found)}; {sweep}{differ}")
+    return (f"{change['workload']} {change['mode']} {figure}: {change['before_release']} -> {change['release']}"
+            f"{detect.growth_note(change)}: {side}{code_note(found)}; {sweep}{differ}")
 
 
 def code_note(found):
@@ -411,4 +427,6 @@ def lead_lines(changes, also="also moved"):
 def _move(change):
     found = change.get("confirmation") or {}
     delta = found.get("delta", change["delta"])
-    return f"{delta / detect.MIB:+.2f} MiB" if detect.FIGURES[change["figure"]] == "bytes" else f"{delta:+.4f} s"
+    if detect.FIGURES[change["figure"]] != "bytes":
+        return f"{delta:+.4f} s"
+    return ("+" if delta >= 0 else "-") + detect.fmt(change["figure"], abs(delta))

@@ -33,6 +33,12 @@ GRAIN_BYTES = 256 * 1024
 #: tells a plan that changed from a runtime that changed
 FIGURES = {figure.name: figure.unit for figure in figures.listed(figures.DETECT)}
 MEANING = {figure.name: f"{figure.label}: {figure.meaning}" for figure in figures.listed(figures.DETECT)}
+#: the figures with a grain of their own (the registry's `grain`), as the rules say it
+OWN_GRAINS = "".join(f" ({f.label}: {f.grain // 1024} KiB)" for f in figures.listed(figures.DETECT) if f.grain)
+#: the growth per step, the one figure read from a store's leak-only pass (leak_pass.py:
+#: its records' other figures were measured by a newer gradmem than the sweep's); each
+#: record's verdict (figures.leak_verdict) says whether the cell grows
+GROWTH = "leak"
 
 
 class Change(NamedTuple):
@@ -84,14 +90,15 @@ def release_of(record):
     return record.get("version") or record.get("framework_version")
 
 
-def series(records):
-    """{(workload, mode, figure): {release: [samples]}} of the ok records."""
+def series(records, leak=()):
+    """{(workload, mode, figure): {release: [samples]}} of the ok records, and the growth
+    per step alone of the leak-only pass's records `leak`."""
     out = {}
-    for record in records:
+    for record, read in [(r, FIGURES) for r in records] + [(r, (GROWTH,)) for r in leak]:
         release = release_of(record)
         if release is None:
             continue
-        for figure in FIGURES:
+        for figure in read:
             found = value(record, figure)
             if found is not None:
                 out.setdefault((record["workload"], record["mode"], figure), {}).setdefault(release, []).append(found)
@@ -129,10 +136,12 @@ class Found(NamedTuple):
     unjudged: int  # consecutive pairs with fewer than 2 rounds on a side
 
 
-def detect(records):
+def detect(records, leak=()):
+    """The changes of the store's `records` (and of the growth per step of its leak-only
+    pass's records `leak`)."""
     changes, flat, unjudged = [], [], 0
-    measured = sorted({release_of(r) for r in records} - {None}, key=index.sort_key)
-    for (workload, mode, figure), by_release in sorted(series(records).items()):
+    measured = sorted({release_of(r) for r in list(records) + list(leak)} - {None}, key=index.sort_key)
+    for (workload, mode, figure), by_release in sorted(series(records, leak).items()):
         releases = sorted(by_release, key=index.sort_key)
         largest, judged = 0.0, 0
         for before, after in zip(releases, releases[1:]):
@@ -195,6 +204,37 @@ def parts(records, change):
     return found
 
 
+def verdicts(records, workload, mode, release):
+    """The leak verdicts of a cell's rounds at `release` (figures.leak_verdict), of the
+    records that carry one."""
+    return [figures.leak_verdict(r) for r in records
+            if (r.get("workload"), r.get("mode")) == (workload, mode) and release_of(r) == release
+            and figures.leak_verdict(r)]
+
+
+def turn(before, after):
+    """"starts growing" where no round of the earlier release grows and every round of the
+    later one does, "stops growing" the other way round (settling is not growing: a cache
+    that fills and stops), else None."""
+    if not before or not after:
+        return None
+    if not any(v == "grows" for v in before) and all(v == "grows" for v in after):
+        return "starts growing"
+    if all(v == "grows" for v in before) and not any(v == "grows" for v in after):
+        return "stops growing"
+    return None
+
+
+def growth_parts(records, change):
+    """What a change of the growth per step says beyond its figure: each release's leak
+    verdicts, and whether the cell starts or stops growing there."""
+    before = verdicts(records, change.workload, change.mode, change.before_release)
+    after = verdicts(records, change.workload, change.mode, change.release)
+    said = turn(before, after)
+    return {"verdicts": {"before": before, "after": after},
+            "moved": f"{said or 'verdicts'}: {', '.join(before) or '-'} -> {', '.join(after) or '-'}"}
+
+
 def code_moved(records, change, before=None, after=None):
     """{"delta", "estimated"}: how far the library code pages inside `change`'s figure
     moved, median to median, over the records of its two releases (`before`/`after`:
@@ -216,10 +256,11 @@ def code_moved(records, change, before=None, after=None):
     return {"delta": medians[1] - medians[0], "estimated": any(e for side in sides for _, e in side)}
 
 
-def report(records, found, framework, env_info, size="small", commits=()):
+def report(records, found, framework, env_info, size="small", commits=(), leak=()):
     """The JSON document of what was found (FRAMEWORK.changes.json); `commits`: the
     stage-2 findings of FRAMEWORK.commits.json (harness/versions/findings.py), each
-    named beside the change it bisected."""
+    named beside the change it bisected; `leak`: the leak-only pass's records, whose
+    verdicts a change of the growth per step names."""
     listed = []
     pythons = store.release_pythons(records, env_info)
     for change in found.changes:
@@ -237,10 +278,14 @@ def report(records, found, framework, env_info, size="small", commits=()):
             "relative": change.relative, "direction": change.direction, "worse": change.worse, "band": change.band,
             "before_samples": list(change.before_samples), "after_samples": list(change.after_samples),
             "advisory": change.advisory, "advisory_why": figures.get(change.figure).advisory or None,
-            "parts": parts(records, change), "dependencies_differ": differs,
+            "parts": (growth_parts(list(records) + list(leak), change) if change.figure == GROWTH
+                      else parts(records, change)),
+            "dependencies_differ": differs,
             "command": command,
             "unmeasured_between": list(change.unmeasured_between),
         }
+        if change.figure == GROWTH:  # a release where the cell starts or stops growing says so
+            entry["growth"] = turn(*entry["parts"]["verdicts"].values())
         # stage 2 (`harness bisect --repo`) installs a commit without a build hook only where pip alone can
         if frameworks.get(framework).installs_from_source and not change.advisory and command:
             entry["commit_command"] = (command.replace(f"--good {change.before_release} --bad {change.release}",
@@ -254,7 +299,8 @@ def report(records, found, framework, env_info, size="small", commits=()):
     return {
         "framework": framework,
         "rule": ("a change: |median(B) - median(A)| > band and no overlap of the two releases' rounds; band = the "
-                 f"larger spread (max - min) of the two releases' rounds, at least {GRAIN_BYTES // 1024} KiB for memory"),
+                 f"larger spread (max - min) of the two releases' rounds, at least {GRAIN_BYTES // 1024} KiB for memory"
+                 + OWN_GRAINS),
         "meaning": MEANING,
         "changes": listed,
         "flat": [{"workload": w, "mode": m, "figure": f, "releases": n, "largest_move_over_band": round(r, 3)}
@@ -295,7 +341,18 @@ def _dependencies_differ(env_info, a, b, pythons=None):
 def fmt(figure, number):
     if FIGURES[figure] == "seconds":
         return f"{number * 1000:.2f} ms"
+    if grain(figure) < GRAIN_BYTES:  # a figure of small moves (the growth per step): KiB
+        return f"{number / 1024:.1f} KiB"
     return f"{number / MIB:.2f} MiB"
+
+
+def growth_note(change):
+    """' [starts growing: flat, flat -> grows, grows]' for a change of the growth per step
+    where the cell starts or stops growing, else ''."""
+    if not change.get("growth"):
+        return ""
+    found = (change.get("parts") or {}).get("verdicts") or {}
+    return f" [{change['growth']}: {', '.join(found.get('before', []))} -> {', '.join(found.get('after', []))}]"
 
 
 def gap_note(change):
@@ -315,7 +372,7 @@ def summary(document):
         rel = f" ({c['relative']:+.1%})" if c["relative"] is not None else ""
         note = f" [advisory: {c.get('advisory_why') or 'time'}]" if c["advisory"] else ""
         deps = f" [dependencies differ: {c['dependencies_differ']}]" if c["dependencies_differ"] else ""
-        note += gap_note(c)
+        note += gap_note(c) + growth_note(c)
         lines.append(
             f"change {c['workload']} {c['mode']} {c['figure']}: {c['before_release']} -> {c['release']} "
             f"{fmt(c['figure'], c['before'])} -> {fmt(c['figure'], c['after'])}{rel}, band "

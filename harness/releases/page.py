@@ -10,6 +10,10 @@ that shows it). A flagged change is red only when the side-by-side re-measure
 (confirm.py) held it, grey while not measured so, and not marked when it was rejected;
 the list leads with the confirmed changes a user would act on, the rest folded.
 Releases whose NumPy/SciPy differ from the pinned ones are marked *.
+
+The growth per step (detect.GROWTH) is drawn from the store's records where they carry
+it and from its leak-only pass's (leak_pass.py), that figure alone; a mark above each
+release on its chart gives its rounds' leak verdict (VERDICT_MARKS).
 """
 
 import statistics
@@ -27,20 +31,27 @@ svg circle.advisory { stroke: #a35a00; } svg line.advisory { stroke: #a35a00; }
 svg circle.flagged { fill: none; stroke: #999; stroke-width: 1.5; stroke-dasharray: 2 2; } svg line.flagged { stroke: #bbb; stroke-dasharray: 3 2; }
 ul.actionable li { margin: .2em 0; } details { margin: .6em 0; } details summary { cursor: pointer; font-weight: 600; }
 svg text.unavailable { fill: #999; }
+svg text.verdict { font-size: 9px; fill: #888; } svg text.verdict.grows { fill: #d62728; } svg text.verdict.settles { fill: #a35a00; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; } tr.differs td.release { background: #fff1c2; }
 .change-up { color: #b00; } .change-down { color: #070; } .advisory-row { color: #8a5a00; }
 """
 W, H, LEFT, BOTTOM, TOP, PAD = 300, 150, 58, 44, 22, 8
+#: the mark of a release's leak verdict on the growth-per-step chart (figures.leak_verdict);
+#: "mixed": its rounds disagree
+VERDICT_MARKS = {"grows": "▲", "settles": "◆", "flat": "○", "inconclusive": "?", "mixed": "±"}
 
 
-def render(framework, records, document, env_info, meta, upstream=None):
+def render(framework, records, document, env_info, meta, upstream=None, leak=()):
     """The page; `upstream`: the standalone outcomes (harness/upstream/store.py,
-    FRAMEWORK.upstream.json), said beside each actionable change's line and counted."""
+    FRAMEWORK.upstream.json), said beside each actionable change's line and counted;
+    `leak`: the leak-only pass's records (FRAMEWORK.leak.jsonl), read for the growth per
+    step and its verdicts alone."""
     releases = sorted({r.get("version") for r in records if r.get("version")}, key=index.sort_key)
     changes = document["changes"]
     modes = sorted({r["mode"] for r in records})
     workloads_ = sorted({r["workload"] for r in records})
-    samples = detect.series(records)
+    samples = detect.series(records, leak)
+    judged = list(records) + list(leak)
     starred = {v for v, info in env_info.items() if (info or {}).get("dependency_differs")}
     sections, once, shown = [], [], []
     for workload in workloads_:
@@ -51,7 +62,9 @@ def render(framework, records, document, env_info, meta, upstream=None):
                     once.append(f"{workload} {mode} ({', '.join(sorted(measured))})")
                 continue
             # a figure the cell does not have (compiled: no forward/backward split) is not drawn
-            charts = [_chart(workload, mode, figure, releases, samples[(workload, mode, figure)], changes, starred)
+            charts = [_chart(workload, mode, figure, releases, samples[(workload, mode, figure)], changes, starred,
+                             verdicts={release: detect.verdicts(judged, workload, mode, release) for release in releases}
+                             if figure == detect.GROWTH else None)
                       for figure in detect.FIGURES if samples.get((workload, mode, figure))]
             shown.append(f"{workload}-{mode}")
             sections.append(f'<section id="{esc(workload)}-{esc(mode)}"><h3>{esc(workload)} · {esc(mode)}</h3>'
@@ -66,7 +79,7 @@ def render(framework, records, document, env_info, meta, upstream=None):
 <link rel="icon" href="data:,">
 <title>{esc(title)}</title><style>{CSS}{EXTRA_CSS}</style></head>
 <body><h1>{esc(title)}</h1>
-{_intro(framework, records, releases, document, meta)}
+{_intro(framework, records, releases, document, meta)}{_leak_intro(leak, samples)}
 <nav>{nav}<a href="#changes">changes</a><a href="#flat">flat</a><a href="#releases">releases</a></nav>
 <h2>Figures against the release</h2>{''.join(sections)}
 <section id="changes"><h2>Changes</h2>{_confirmed_first(document, upstream)}</section>
@@ -99,7 +112,31 @@ def _intro(framework, records, releases, document, meta):
     )
 
 
-def _chart(workload, mode, figure, releases, by_release, changes, starred=()):
+def _leak_intro(leak, samples):
+    """What the growth per step is drawn from, and its marks ('' where no series has it)."""
+    if not any(figure == detect.GROWTH for _, _, figure in samples):
+        return ""
+    marks = ", ".join(f"{mark} {verdict}" for verdict, mark in VERDICT_MARKS.items() if verdict != "mixed")
+    said = (f'<p class="meaning legend">On the growth-per-step charts (<b>{esc(detect.GROWTH)}</b>) the mark above '
+            f'each release is its rounds\' leak verdict: {esc(marks)}; {VERDICT_MARKS["mixed"]} where its rounds '
+            f'disagree (hover for each).')
+    if leak:
+        rounds = sorted({r.get(store.ROUND_KEY) for r in leak if r.get(store.ROUND_KEY)})
+        said += (f" Measured by a leak-only pass (<code>harness releases --leak-pass</code>): {len(leak)} memory "
+                 f"passes, {len(rounds)} round(s) a cell, the growth per step alone read from them (their other "
+                 f"figures, measured by a newer gradmem, are not the sweep's).")
+    return said + "</p>"
+
+
+def verdict_mark(found):
+    """(mark, words) of a release's leak verdicts `found` (one per round), or None."""
+    if not found:
+        return None
+    kind = found[0] if len(set(found)) == 1 else "mixed"
+    return VERDICT_MARKS.get(kind, VERDICT_MARKS["mixed"]), kind
+
+
+def _chart(workload, mode, figure, releases, by_release, changes, starred=(), verdicts=None):
     unit = detect.FIGURES[figure]
     values = [v for vs in by_release.values() for v in vs]
     top = max(values) if values else 1.0
@@ -125,6 +162,11 @@ def _chart(workload, mode, figure, releases, by_release, changes, starred=()):
         found = by_release.get(release)
         parts.append(f'<text x="{x(i):.1f}" y="{TOP + plot_h + 8:.1f}" class="small" text-anchor="end" '
                      f'transform="rotate(-55 {x(i):.1f} {TOP + plot_h + 8:.1f})">{esc(release)}{" *" if release in starred else ""}</text>')
+        marked = verdict_mark((verdicts or {}).get(release))
+        if marked:  # the leak verdict of its rounds, above the plot
+            mark, kind = marked
+            parts.append(f'<text x="{x(i):.1f}" y="{TOP - 3:.1f}" text-anchor="middle" class="verdict {kind}">'
+                         f'{esc(mark)}<title>{esc(release)}: {esc(", ".join(verdicts[release]))}</title></text>')
         if not found:
             parts.append(svg.text(x(i), TOP + plot_h - 3, "×", anchor="middle", cls="small unavailable"))
             continue

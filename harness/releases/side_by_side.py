@@ -53,18 +53,18 @@ def wanted(document, scope="all", workloads_=None, modes=None, first=None, last=
 
 
 @contextlib.contextmanager
-def one_run(path):
-    """Hold `path`.run.lock for a confirmation run of the store whose samples are at
-    `path`; a second run of it is refused, naming the one running (the lock is the
-    kernel's: it goes with the process, however that ends)."""
+def one_run(path, what="harness releases --confirm"):
+    """Hold `path`.run.lock for a run (`what`: a confirmation, a leak-only pass) that
+    appends to `path`; a second run of it is refused, naming the one running (the lock
+    is the kernel's: it goes with the process, however that ends)."""
     with open(f"{path}.run.lock", "a+") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
             holder = lock.read().strip() or "a process"
-            raise ChoiceError(f"{path}: another `harness releases --confirm` run is measuring this store ({holder}); "
-                              f"two would measure the same pairs twice: wait for it, or stop it (its samples are "
+            raise ChoiceError(f"{path}: another `{what}` run is measuring this store ({holder}); "
+                              f"two would measure the same cells twice: wait for it, or stop it (its samples are "
                               f"kept) and run again") from None
         lock.seek(0)
         lock.truncate()
@@ -134,8 +134,12 @@ class SideBySide:
         """The samples pairs 1..target lack, A then B within each pair."""
         workload, mode, before, after = key
         held = confirm.samples(self.held, key)
-        # a sample the release could not be installed for is measured again by a later run
-        have = {release: {i for i, r in held[release] if r.get("status") != "unavailable"}
+        # a sample the release could not be installed for is measured again by a later run;
+        # so is one measured before the leak phase existed where the growth per step is
+        # flagged (its newer sample then stands for every figure of the pair)
+        figures_ = {c["figure"] for c in changes}
+        have = {release: {i for i, r in held[release] if r.get("status") != "unavailable"
+                          and not any(confirm.predates(r, f) for f in figures_)}
                 for release in (before, after)}
         # a pair is measured whole: one side measured alone (its partner unavailable then,
         # or a run stopped between them) is measured again beside the other, and the newer

@@ -12,6 +12,8 @@
                                  the commit each bisected change was found at
     DIR/FRAMEWORK.confirm.jsonl  the side-by-side samples that confirm or reject each
                                  flagged change (side_by_side.py, judged by confirm.py)
+    DIR/FRAMEWORK.leak.jsonl     the leak-only pass (leak_pass.py): the growth per step of
+                                 the cells whose records lack it, read for that figure only
     DIR/FRAMEWORK.html           the page (harness/releases/page.py)
     DIR/.rounds/FRAMEWORK/round-K.jsonl   the working file of round K: the round's sweep
                                  (harness/sweep/api.py) appends there, and resumes
@@ -118,8 +120,9 @@ def read_envs(out, framework):
     return _read_json(envs_path(out, framework))
 
 
-#: per-release figures that add up over resumed sweeps (the whole wall time measuring it)
-SUMMED = ("measure_s",)
+#: per-release figures that add up over resumed sweeps (the whole wall time measuring it, the sweep's and
+#: the leak-only pass's)
+SUMMED = ("measure_s", "leak_measure_s")
 
 
 def write_env(out, framework, version, info):
@@ -158,6 +161,13 @@ def forget(out, framework, version, statuses, keys):
 
 def confirm_path(out, framework):
     return os.path.join(out, f"{framework}.confirm.jsonl")
+
+
+def leak_path(out, framework):
+    """The leak-only pass's records (harness/releases/leak_pass.py): memory passes of the
+    store's cells whose records lack the growth per step, compacted, each with its
+    `release_round`; the detector and the page read that one figure of them."""
+    return os.path.join(out, f"{framework}.leak.jsonl")
 
 
 def release_pythons(records, env_info):
