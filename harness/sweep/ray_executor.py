@@ -4,7 +4,7 @@ The executor interface of harness/sweep/executor.py (submit, outcomes, cancel_al
 with Ray doing the placing. Each pass is one Ray task (node_pass.run) that starts the
 same fresh worker process on its node as LocalExecutor does here, with the same
 environment settings, and sends back the outcome; the driver (this process) turns
-outcomes into records and appends them as they arrive (harness/sweep/command.py).
+outcomes into records and appends them as they arrive (harness/sweep/api.py).
 
 What may share a node, in Ray resources: every gradmem node advertises one unit of
 `gradmem_node` (``ray start --resources '{"gradmem_node": 1}'``). A time pass, and
