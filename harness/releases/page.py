@@ -237,6 +237,8 @@ def _confirmed_first(document, upstream=None):
                   f'{esc(framework)} code and a probe of the same figures, run under both releases with nothing of '
                   f'gradmem installed): {counted["run"]} of the {counted["actionable"]} actionable figures run, '
                   f'{counted["reproduced"]} reproduced standalone, {counted["harness only"]} harness only'
+                  + (f', {counted["not reproduced here"]} not reproduced here (by gradmem\'s own pass either)'
+                     if counted["not reproduced here"] else "")
                   + (f', {counted["failed"]} failed' if counted["failed"] else "")
                   + (f', {counted["unavailable"]} could not be run (an environment)' if counted["unavailable"] else "")
                   + ".</p>") if counted["run"] else ""

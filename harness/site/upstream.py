@@ -98,6 +98,7 @@ def render_index(tallies, rows):
     counts = "".join(
         f"<tr><td>{html.escape(fw)}</td><td class='num'>{t['actionable']}</td><td class='num'>{t['run']}</td>"
         f"<td class='num'>{t['reproduced']}</td><td class='num'>{t['harness only']}</td>"
+        f"<td class='num'>{t['not reproduced here']}</td>"
         f"<td class='num'>{t['failed']}</td><td class='num'>{t['unavailable']}</td></tr>"
         for fw, t in tallies.items())
     listed = "".join(
@@ -111,10 +112,12 @@ def render_index(tallies, rows):
         "standalone script (the workload's step in plain framework code and a probe of the same figures, importing "
         "only the framework, NumPy and the standard library), runs it under both releases in fresh processes, and "
         "writes a report draft a maintainer could act on. <em>Reproduced standalone</em>: the script's medians move "
-        "the way gradmem's side-by-side ones did, by at least half; <em>harness only</em>: they do not "
-        "(docs/releases.md says why, where it was found).</p>"
+        "the way gradmem's side-by-side ones did, by at least half; <em>harness only</em>: they do not, while "
+        "gradmem's own memory pass run again beside them does; <em>not reproduced here</em>: neither does on this "
+        "machine today (docs/releases.md says why, where it was found).</p>"
         + ("<h2>Per framework (actionable figures)</h2><table><thead><tr><th>framework</th><th>actionable</th>"
-           "<th>run standalone</th><th>reproduced</th><th>harness only</th><th>failed</th><th>unavailable</th>"
+           "<th>run standalone</th><th>reproduced</th><th>harness only</th><th>not reproduced here</th><th>failed</th>"
+           "<th>unavailable</th>"
            f"</tr></thead><tbody>{counts}</tbody></table>" if counts else "")
         + ("<h2>The drafts</h2><table><thead><tr><th>framework</th><th>draft</th><th>standalone</th>"
            f"<th>script</th></tr></thead><tbody>{listed}</tbody></table>" if listed
