@@ -102,6 +102,8 @@ def _read(path):
 def check(args):
     if args.runs < 2:
         raise ChoiceError("--runs must be at least 2 (a side's median needs two runs)")
+    if args.limit is not None and args.limit < 1:
+        raise ChoiceError("--limit must be at least 1 (groups to run)")
     if args.actionable:
         if args.change:
             raise ChoiceError("name one change, or --framework F --actionable for all of a store; not both")
