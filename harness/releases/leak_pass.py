@@ -5,9 +5,10 @@ step (the registry's `leak`) and its verdict (flat, settles, grows, inconclusive
 stores swept before that phase existed hold neither. `harness releases --framework F
 --leak-pass` measures them: for each release x workload x mode the store holds (a cell
 with an ok record, none of whose records carries the figure), `--repeats` memory
-passes (2 by default: the detector's band needs two a side), in the release's own
-environment (harness/versions/envs.py: the one the sweep used, built again where the
-sweep pruned it), each the sweep's memory pass after its workload's reference gradient
+passes (2 by default: the detector's band needs two a side; their leak phase with
+budgets of its own, BUDGETS_S), in the release's own environment
+(harness/versions/envs.py: the one the sweep used, built again where the sweep pruned
+it), each the sweep's memory pass after its workload's reference gradient
 (harness/sweep/memory_passes.py), rounds one after another as the sweep's. Every record
 is appended at once to FRAMEWORK.leak.jsonl, compacted like the store's and tagged with
 its round, so a stopped pass goes on where it stopped.
@@ -29,6 +30,13 @@ from harness.versions import envs, index
 
 #: rounds per cell: the fewest that give the detector its band (two a side)
 DEFAULT_ROUNDS = 2
+#: (short, long) seconds of the leak phase's extra steps. The sweep's phase gets a share of
+#: its pass (at most 4 and 12 s: harness/measure/leak.py budgets, the default sweep's cost
+#: rule); this pass is run for the growth alone, and a release store's cells at `small`
+#: take seconds a step (autograd's chained_dot 0.8-7 s in its sweep), so the default
+#: budgets read 1-2 steps of their own and leave the verdict inconclusive: 8 and 24
+#: readings (leak.SHORT, leak.LONG) need this much at 2-5 s a step
+BUDGETS_S = (30.0, 120.0)
 
 
 def measured(record):
@@ -72,8 +80,8 @@ def rounds_held(held, cell):
 
 class LeakPass:
     def __init__(self, out, adapter, rounds=DEFAULT_ROUNDS, timeout_s=600.0, keep_envs=False, torch_index=None,
-                 measure=None, say=print):
-        self.out, self.adapter, self.rounds = out, adapter, rounds
+                 measure=None, say=print, budgets_s=BUDGETS_S):
+        self.out, self.adapter, self.rounds, self.budgets_s = out, adapter, rounds, budgets_s
         self.timeout_s, self.keep_envs, self.torch_index, self.say = timeout_s, keep_envs, torch_index, say
         self.measure = measure  # measure(cells) -> (cell, record) pairs; None: MemoryPasses
         self.passes = None
@@ -129,10 +137,11 @@ class LeakPass:
 
     def _passes(self):
         if self.passes is None:
-            # the sweep's memory pass (its leak phase last), after the workload's reference
-            # gradient as in the sweep; no prediction: not a figure this pass reads
+            # the sweep's memory pass (its leak phase last, with BUDGETS_S), after the
+            # workload's reference gradient as in the sweep; no prediction: not a figure
+            # this pass reads
             options = Options(warmup=1, repeat=3, time_budget_s=1.0, timeout_s=self.timeout_s, prediction=False,
-                              torch_index=self.torch_index)
+                              torch_index=self.torch_index, leak_budgets_s=self.budgets_s)
             self.passes = MemoryPasses(options, reference=True)
         return self.passes
 

@@ -77,6 +77,9 @@ class Options:
     torch_index: str = None  # where a pinned torch version may come from (harness/versions/envs.py)
     prediction: bool = True  # ask the framework for its own prediction (harness/measure/prediction.py)
     matmul_precision: str = "highest"  # float32 products on a GPU (choices.MATMUL_PRECISIONS)
+    # (short, long) seconds the leak phase's extra steps may take (None: its share of the
+    # pass, measure/leak.py budgets); a pass run for its growth alone gives it more
+    leak_budgets_s: tuple = None
 
     def settings(self):
         """{provenance key: value} of SETTINGS; threads resolved (None: the default count)."""
@@ -180,6 +183,8 @@ class CellRunner:
             "predict": o.prediction,
             "matmul_precision": o.matmul_precision,
         }
+        if o.leak_budgets_s:
+            job["leak_budgets_s"] = list(o.leak_budgets_s)
         if cell["device"] != "cpu":  # one compile per cell: its passes share the framework's cache
             job["compile_cache_dir"] = f"{self.workdir}/{self._name('compile-cache-' + self._tag(cell))}"
             prov["matmul_precision"] = o.matmul_precision

@@ -17,6 +17,8 @@ import pytest
 from harness import cli, figures
 from harness.frameworks.base import Unavailable
 from harness.releases import confirm, detect, leak_pass, page, side_by_side
+from harness.sweep import cells
+from harness.sweep.cell_runner import CellRunner, Options
 from harness.units import KIB
 from harness.versions import envs
 
@@ -72,8 +74,12 @@ def store(tmp_path, monkeypatch):
     write_jsonl(out / "autograd.jsonl", sweep)
     (out / "autograd.envs.json").write_text(json.dumps({r: {"versions": {"autograd": r}} for r in RELEASES}))
     measurer = Measurer()
-    monkeypatch.setattr(leak_pass, "MemoryPasses", lambda options, reference: type(
-        "Passes", (), {"run": staticmethod(measurer), "close": lambda self: None})())
+
+    def passes(options, reference):
+        measurer.options, measurer.reference = options, reference
+        return type("Passes", (), {"run": staticmethod(measurer), "close": lambda self: None})()
+
+    monkeypatch.setattr(leak_pass, "MemoryPasses", passes)
     built = []
     monkeypatch.setattr(envs, "cached", lambda name: None)
     monkeypatch.setattr(envs, "for_version", lambda adapter, version, **k: built.append(version) or type(
@@ -212,6 +218,9 @@ def test_the_leak_pass_measures_what_is_missing_resumes_and_publishes(store, cap
     assert releases(out, "--leak-pass") == 0
     # two rounds of the one cell with an ok record at each release (unet failed at 1.9.0: not planned)
     assert measurer.measured == [r for r in RELEASES for _ in (1, 2)]
+    # the sweep's memory pass after the reference gradient, its leak phase given this pass's budgets
+    assert measurer.reference and measurer.options.leak_budgets_s == leak_pass.BUDGETS_S
+    assert not measurer.options.prediction
     held = [json.loads(line) for line in (out / "autograd.leak.jsonl").read_text().splitlines()]
     assert [(r["version"], r["release_round"]) for r in held] == [(r, n) for r in RELEASES for n in (1, 2)]
     assert all("time_samples_s" not in r for r in held)  # compacted like the store's
@@ -264,3 +273,12 @@ def test_bad_input_exits_2(store, capsys, extra, says):
 def test_a_store_without_records_is_one_error_line(tmp_path, capsys):
     assert releases(tmp_path / "empty", "--leak-pass") == 2
     assert "no records; run the sweep first" in capsys.readouterr().err
+
+
+def test_the_leak_budgets_reach_the_worker_job(tmp_path):
+    """A job without them leaves the leak phase its share of the pass (worker.py reads
+    `leak_budgets_s` first); the leak-only pass's reach the job as given."""
+    [cell] = cells.expand(["chained_dot"], ["reference"], ["tiny"], ["float32"], ["cpu"], ["eager"])
+    assert "leak_budgets_s" not in CellRunner(str(tmp_path), Options()).start(1, cell).job
+    given = CellRunner(str(tmp_path), Options(leak_budgets_s=leak_pass.BUDGETS_S)).start(1, cell).job
+    assert given["leak_budgets_s"] == list(leak_pass.BUDGETS_S)
