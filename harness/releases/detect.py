@@ -39,6 +39,14 @@ OWN_GRAINS = "".join(f" ({f.label}: {f.grain // 1024} KiB)" for f in figures.lis
 #: its records' other figures were measured by a newer gradmem than the sweep's); each
 #: record's verdict (figures.leak_verdict) says whether the cell grows
 GROWTH = "leak"
+#: (short, long) seconds of the leak phase's extra steps where a store measures the growth
+#: for itself (leak_pass.py, and side_by_side.py where it is flagged). The sweep's phase
+#: gets a share of its pass (at most 4 and 12 s: harness/measure/leak.py budgets, the
+#: default sweep's cost rule); a release store's cells at `small` take seconds a step
+#: (autograd's chained_dot 0.8-7 s in its sweep), where those budgets read 1-2 steps of
+#: the phase's own and leave the verdict inconclusive: 8 and 24 readings (leak.SHORT,
+#: leak.LONG) need this much at 2-5 s a step
+GROWTH_BUDGETS_S = (30.0, 120.0)
 
 
 class Change(NamedTuple):
@@ -258,7 +266,7 @@ def code_moved(records, change, before=None, after=None):
 
 def report(records, found, framework, env_info, size="small", commits=(), leak=()):
     """The JSON document of what was found (FRAMEWORK.changes.json); `commits`: the
-    stage-2 findings of FRAMEWORK.commits.json (harness/versions/findings.py), each
+    stage-2 findings of FRAMEWORK.commits.json (harness/bisect/findings.py), each
     named beside the change it bisected; `leak`: the leak-only pass's records, whose
     verdicts a change of the growth per step names."""
     listed = []

@@ -30,13 +30,8 @@ from harness.versions import envs, index
 
 #: rounds per cell: the fewest that give the detector its band (two a side)
 DEFAULT_ROUNDS = 2
-#: (short, long) seconds of the leak phase's extra steps. The sweep's phase gets a share of
-#: its pass (at most 4 and 12 s: harness/measure/leak.py budgets, the default sweep's cost
-#: rule); this pass is run for the growth alone, and a release store's cells at `small`
-#: take seconds a step (autograd's chained_dot 0.8-7 s in its sweep), so the default
-#: budgets read 1-2 steps of their own and leave the verdict inconclusive: 8 and 24
-#: readings (leak.SHORT, leak.LONG) need this much at 2-5 s a step
-BUDGETS_S = (30.0, 120.0)
+#: the leak phase's budgets (detect.GROWTH_BUDGETS_S: more than the sweep's share of a pass)
+BUDGETS_S = detect.GROWTH_BUDGETS_S
 
 
 def measured(record):

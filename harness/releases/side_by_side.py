@@ -85,7 +85,9 @@ class SideBySide:
         # it a release whose environment the sweep pruned would be `unavailable` here
         self.torch_index = torch_index
         self.measure = measure  # measure(cells) -> (cell, record) pairs; None: MemoryPasses
-        self.passes = {}  # with/without the prediction -> MemoryPasses (one each: a reference gradient per workload)
+        # (with the prediction, with the leak-only pass's leak budgets) -> MemoryPasses (one
+        # each: a reference gradient per workload)
+        self.passes = {}
         self.path = store.confirm_path(out, framework)
         self.held = resume.records_in(self.path)
         root = envs.cache_root()
@@ -149,13 +151,16 @@ class SideBySide:
         if not todo:
             return 0
         predicted = any(c["figure"] == "predicted" for c in changes)  # the prediction costs a compile a cell
-        if self.measure is None and predicted not in self.passes:
+        # a flagged growth per step: the leak phase as long as the leak-only pass ran it
+        growth = any(c["figure"] == detect.GROWTH for c in changes)
+        kind = (predicted, growth)
+        if self.measure is None and kind not in self.passes:
             options = Options(warmup=1, repeat=3, time_budget_s=1.0, timeout_s=self.timeout_s, prediction=predicted,
-                              torch_index=self.torch_index)
+                              torch_index=self.torch_index, leak_budgets_s=detect.GROWTH_BUDGETS_S if growth else None)
             # the sweep's memory pass after its workload's reference gradient: the gradient
             # check runs inside it, and what it leaves is part of the retained figure flagged
-            self.passes[predicted] = MemoryPasses(options, reference=True)
-        measure = self.measure or self.passes[predicted].run
+            self.passes[kind] = MemoryPasses(options, reference=True)
+        measure = self.measure or self.passes[kind].run
         plan = [self.cell(workload, mode, release) for _, release in todo]
         count = 0
         for (i, release), (_, record) in zip(todo, measure(plan)):

@@ -147,10 +147,15 @@ def side_by_side_samples(before, after, pair, delta):
     return out
 
 
+def flagged_growth(before="1.7.0", after="1.8.0", figure=detect.GROWTH):
+    """A changes.json entry: the sweep flagged the growth per step rising 40 KiB a step."""
+    return {"workload": "chained_dot", "mode": "eager", "figure": figure, "before_release": before,
+            "release": after, "before": 0.0, "after": 40 * KIB, "delta": 40 * KIB, "direction": "up",
+            "advisory": False, "before_samples": [0, 0], "after_samples": [40 * KIB] * 2}
+
+
 def test_the_confirmation_judges_the_growth_with_its_own_grain_and_size_rule():
-    change = {"workload": "chained_dot", "mode": "eager", "figure": detect.GROWTH, "before_release": "1.7.0",
-              "release": "1.8.0", "before": 0.0, "after": 40 * KIB, "delta": 40 * KIB, "direction": "up",
-              "advisory": False, "before_samples": [0, 0], "after_samples": [40 * KIB] * 2}
+    change = flagged_growth()
     held = side_by_side_samples("1.7.0", "1.8.0", "1.7.0->1.8.0", 40 * KIB)
     document = confirm.attach({"changes": [dict(change)]}, held)
     [found] = document["changes"]
@@ -170,9 +175,7 @@ def test_samples_measured_before_the_leak_phase_are_measured_again_for_it(tmp_pa
     """A pair measured side by side for its step peak before the leak phase existed: for a
     flagged growth its samples are no samples (pending, not failed), and the run measures
     the pair again; the newer samples then stand."""
-    change = {"workload": "chained_dot", "mode": "eager", "figure": detect.GROWTH, "before_release": "1.7.0",
-              "release": "1.8.0", "before": 0.0, "after": 40 * KIB, "delta": 40 * KIB, "direction": "up",
-              "advisory": False, "before_samples": [0, 0], "after_samples": [40 * KIB] * 2}
+    change = flagged_growth()
     older = [dict(sweep_record(release, 1), **{confirm.PAIR_KEY: "1.7.0->1.8.0", confirm.INDEX_KEY: index})
              for index in range(1, 6) for release in ("1.7.0", "1.8.0")]
     assert confirm.verdict_of(change, older)["status"] == "pending"
@@ -282,3 +285,18 @@ def test_the_leak_budgets_reach_the_worker_job(tmp_path):
     assert "leak_budgets_s" not in CellRunner(str(tmp_path), Options()).start(1, cell).job
     given = CellRunner(str(tmp_path), Options(leak_budgets_s=leak_pass.BUDGETS_S)).start(1, cell).job
     assert given["leak_budgets_s"] == list(leak_pass.BUDGETS_S)
+
+
+def test_a_flagged_growth_is_measured_side_by_side_with_the_leak_pass_budgets(tmp_path, monkeypatch):
+    made = []
+
+    def passes(options, reference):
+        made.append(options)
+        return type("Passes", (), {"run": staticmethod(Measurer()), "close": lambda self: None})()
+
+    monkeypatch.setattr(side_by_side, "MemoryPasses", passes)
+    runner = side_by_side.SideBySide(str(tmp_path), "autograd", "tiny", "float32", say=lambda *a, **k: None)
+    growth, peak = flagged_growth(), flagged_growth("1.8.0", "1.9.0", figure="step_peak")
+    assert runner.run({confirm.group_key(peak): [peak], confirm.group_key(growth): [growth]}) == 20
+    # one set of passes per kind: the step peak's with the sweep's share, the growth's with its own
+    assert [o.leak_budgets_s for o in made] == [None, detect.GROWTH_BUDGETS_S]
