@@ -658,10 +658,10 @@ KINDS = {"memory": memory_pass, "time": time_pass, "device_step": device_step,
 
 def exit_now(code):
     """Leave without the interpreter's teardown: the result is written and the marks are
-    closed, and tearing down a framework costs seconds (measured 2026-11-23 on the 2-core
-    development machine, a worker's exit with and without the teardown: TensorFlow 5.8 s, torch 2.6 s, PyTensor 1.8 s, JAX 1.6 s, NumPy 0.2 s
-    against 0.02-0.2 s with os._exit), twice per cell. Nothing a framework does at
-    exit matters to a result that is already on disk."""
+    closed, and tearing down a framework costs seconds (a worker's exit with the teardown:
+    TensorFlow 5.8 s, torch 2.6 s, PyTensor 1.8 s, JAX 1.6 s, NumPy 0.2 s; 0.02-0.2 s with
+    os._exit: docs/measurement.md, "How a sweep is scheduled"), twice per cell. Nothing a
+    framework does at exit matters to a result that is already on disk."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
