@@ -92,7 +92,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--confirm-scope", default="all",
         help="with --confirm: all (every flagged memory change) | large (those whose flagged move is at least "
-             f"{confirm.ACT_RELATIVE * 100:.0f}%% and {confirm.ACT_BYTES // detect.MIB} MiB)",  # %%: argparse formats help
+             f"{confirm.ACT_RELATIVE * 100:.0f}%% and {confirm.ACT_BYTES // detect.MIB} MiB{confirm.OWN_SIZES})",  # %%: argparse formats help
     )
     parser.add_argument(
         "--leak-pass", action="store_true",
