@@ -405,3 +405,15 @@ def test_the_layer_scan_finds_an_import_from_above():
     found = imports_from_above(graph, lambda name: name)
     assert [line.split(": ", 1)[0] for line in found] == [
         "harness.measure.worker:9", "harness.results:3", "harness.steps.contract:4"], found
+
+
+def test_every_test_module_has_a_name_of_its_own():
+    # the test folders are not packages: two test files of one basename collected in one
+    # pytest process fail with "import file mismatch" (CI's xdist workers each collect many)
+    tests = pathlib.Path(__file__).resolve().parent
+    seen = {}
+    for path in sorted(tests.rglob("*.py")):
+        if path.name == "conftest.py" or "__pycache__" in path.parts:
+            continue
+        seen.setdefault(path.name, []).append(str(path.relative_to(tests)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
