@@ -160,7 +160,7 @@ def _run(args, framework, document, plan, is_batch):
     started, ran, failed, skipped = time.monotonic(), 0, 0, 0
     outcomes = store.read_outcomes(out, framework)
     for number, change in enumerate(plan, 1):
-        group = report_change.Group(out, framework, document, change)
+        group = report_change.Group(out, framework, document, change, named=not is_batch)
         if is_batch and args.write_only and group.id not in outcomes["groups"]:
             continue  # --write-only over a store: the scripts and drafts of the groups run so far, again
         try:

@@ -138,6 +138,24 @@ def _environment(framework, change, confirm_records, runs):
     return lines
 
 
+#: how the draft's first sentence names a figure ({framework} is the framework's name)
+PHRASES = {
+    "retained": "the memory {framework} keeps between two training steps (**retained**, its own pages)",
+    "step_peak": "the peak memory one steady training step needs (**step peak**)",
+    "step_peak.forward": "the peak memory of one steady step's forward pass (**step peak, forward**)",
+    "step_peak.backward": "the peak memory of one steady step's backward pass (**step peak, backward**)",
+    "footprint": "the memory one steady training step needs with what {framework} keeps (**footprint** = retained + "
+                 "step peak)",
+    "first_step_peak": "the peak memory of the first, cold training step (**first-step peak**: tracing, compiling)",
+    "first_step_footprint": "the first, cold training step's memory with what {framework} keeps (**first-step "
+                            "footprint**)",
+}
+
+
+def _phrase(figure, framework):
+    return PHRASES.get(figure.name, f"the **{figure.label}** of one training step").format(framework=framework)
+
+
 def _workload(change, group_size):
     """What the workload is (its docstring's first paragraph), what it stresses, its sizes."""
     from harness import workloads
@@ -170,7 +188,7 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
            f"`{ids.of(framework, lead)}` · gradmem draft for the {framework} issue tracker · **{status}**", ""]
     step = adapter.compiled_as if lead["mode"] == "compiled" else adapter.eager_as
     out += ["## What changed", "",
-            f"From {framework} {before} to {after}, the **{figure.label}** of one training step of the "
+            f"From {framework} {before} to {after}, {_phrase(figure, framework)}, training the "
             f"`{lead['workload']}` workload ({lead['mode']}: {step}) on the CPU, float32, size {lead.get('size', 'small')}, "
             f"went from {mib(found.get('before'))} to {mib(found.get('after'))} "
             f"({signed_mib(found.get('delta'))}, {signed_percent(found['relative']) if found.get('relative') is not None else '–'}): "

@@ -17,16 +17,27 @@ from harness.upstream import control, draft, ids, runner, script, store, verdict
 from harness.versions import envs as version_envs
 
 
+#: the order in which a draft prefers to lead with a figure of its group
+DRAFT_ORDER = ("retained", "step_peak", "step_peak.backward", "step_peak.forward", "first_step_peak", "footprint",
+               "first_step_footprint", "first_step_peak.backward", "first_step_peak.forward", "code_pages")
+
+
 class Group:
     """A group of `framework`'s store in `out`: its changes, the lead first."""
 
-    def __init__(self, out, framework, document, change):
+    def __init__(self, out, framework, document, change, named=False):
         self.out, self.framework, self.document = out, framework, document
         self.members = ids.group_members(document, change)
         confirmed = [c for c in self.members if (c.get("confirmation") or {}).get("status") == "confirmed"
                      and c["figure"] in verdict.MEASURED]
         actionable = [c for c in confirmed if c.get("actionable")]
+        # the figure the script prints on stderr (its code, and so its hash, depend on it)
         self.lead = (actionable or confirmed or [change])[0]
+        # the draft's: the change a user named, else the actionable figure a maintainer reads
+        # first (what is kept, then what a step needs; the sums after their parts)
+        ranked = sorted(actionable or confirmed or [change], key=lambda c: DRAFT_ORDER.index(c["figure"])
+                        if c["figure"] in DRAFT_ORDER else len(DRAFT_ORDER))
+        self.draft_lead = change if named else ranked[0]
         self.judged = confirmed or [change]  # the figures a run is judged for
         self.key = (change["workload"], change["mode"], change["before_release"], change["release"])
         self.id = ids.group_of(framework, self.key)
@@ -103,7 +114,8 @@ def runs_of(group, script_path):
 
 def write_draft(group, script_path, torch_index=None):
     outcomes = store.read_outcomes(group.out, group.framework)["changes"]
-    text = draft.render(group.framework, [group.lead] + [c for c in group.members if c is not group.lead], outcomes,
+    lead = group.draft_lead
+    text = draft.render(group.framework, [lead] + [c for c in group.members if c is not lead], outcomes,
                         runs_of(group, script_path), release_store.read_envs(group.out, group.framework),
                         store.read_records(release_store.confirm_path(group.out, group.framework)),
                         os.path.basename(script_path), store_dir=group.out, torch_index=torch_index)
