@@ -145,7 +145,8 @@ def main():
     for name in ("torch", "tensorflow", "timm"):
         if name in sys.modules:
             versions[name] = getattr(sys.modules[name], "__version__", None)
-    print(json.dumps(dict(found, step_file=os.path.basename(args.step), size=args.size, threads=int(THREADS),
+    print(json.dumps(dict(found, step_file=os.path.basename(args.step), size=args.size, config=module.SIZES[args.size],
+                          threads=int(THREADS),
                           python=sys.version.split()[0], versions=versions)))
 
 
