@@ -1,42 +1,39 @@
 """Memory that grows every step: the leak figure and its verdict.
 
-The last phase of a memory pass (after every other measured figure, its result written
-first: a step that runs out of memory while growing leaves that record, and this
-phase's own says how far it got). More steps, each preceded by what precedes every
-measured step (gc.collect, malloc_trim), and the framework's own memory read at each
-step's start: on the host its anonymous and shared-memory pages (what `retained`
-counts: library code pages are not its own), on CUDA its allocator's allocated bytes
-(byte-exact).
+A phase of every memory pass, going on from its steady steps: the framework's own
+memory read at each steady step's settled start (after gc.collect and malloc_trim, as
+every measured step starts), then more steps run the same way, read the same way: on
+the host its anonymous and shared-memory pages (what `retained` counts: library code
+pages are not its own), on CUDA its allocator's allocated bytes (byte-exact). The steady
+steps' readings cost nothing; each further step is paid for within a budget that is a
+share of the pass's own wall (`budgets`), so a slow cell runs few or none.
 
 The test, stated (docs/measurement.md, "Memory that grows"):
 
-0. One step unread (the first after the pass's other phases allocates what they left
-   to it), then a reading before each further step.
-1. A short check of SHORT readings, or as many as its budget holds (a share of the
-   pass's own wall: `budgets`). *Suspect* when too few were read, when either half
-   grows by MIN_BYTES a step or more (Theil-Sen slope: the median of the pairwise
-   slopes, which a single jump does not move much), or when the one-sided
-   Mann-Kendall trend test gives p <= SUSPECT_ALPHA. Not suspect: **flat**, and the
-   phase ends here.
-2. A suspect cell runs on to LONG readings within the longer budget. Verdict on all:
+1. The short check: the steady steps' readings and the one after them, and more steps
+   while its budget holds one more (at a step's pace so far) up to SHORT readings.
+   *Suspect* when a half of them grows by MIN_BYTES a step or more (Theil-Sen slope: the
+   median of the pairwise slopes, which a single jump moves little), when the
+   one-sided Mann-Kendall trend test gives p <= SUSPECT_ALPHA, or when they are fewer
+   than MIN_STEPS; three or more readings whose range is at most half of what growth of
+   MIN_BYTES a step would spread them over are never suspect (`narrow`). Not suspect:
+   **flat**.
+2. A suspect cell runs on to LONG readings within the longer budget (not started where
+   it could not reach MIN_STEPS at the step's pace). Verdict on all:
      grows        each half grows by MIN_BYTES a step or more (Theil-Sen), Mann-Kendall
                   p <= ALPHA, and GROWS_STEPS readings or more: growth that does not stop
      settles      the first half grows, the second does not: a cache filling, an
                   allocator warming up, a compiler meeting new shapes
      flat         neither
-     inconclusive fewer than MIN_STEPS readings (a step too slow for the budget; a
-                  longer run that could not reach MIN_STEPS is not started), or both
-                  halves growing with too few readings or too weak a trend to say so
-   Three or more readings none of which moved by MIN_BYTES are flat, however few.
+     inconclusive fewer than MIN_STEPS readings, or both halves growing with too few
+                  readings or too weak a trend to say so
 3. The figure, `bytes_per_step`: the Theil-Sen slope of the second half (growth still
    going on at the end), beside the whole run's and each half's.
 
-Where a step is too slow for the budgets (a steady step, timed in the pass, longer than
-the short check's budget: no step is run) or the phase's readings come to fewer than
-MIN_STEPS, the readings the pass took at its settled steps' starts (the warm-up's, the
-steady steps', the breakdown's; `from_pass` counts them) join its own: what the pass
-has shown of growth, at no cost of steps. A step that raises (MemoryError while
-growing, anything else) ends the phase with what was read so far and `stopped` saying why.
+A step that raises (MemoryError: a --memory-limit reached while growing; anything else)
+ends the phase with what was read so far and `stopped` saying why, and so does growth
+past GROWTH_CAP_BYTES, before it takes the machine's memory: the record keeps every
+figure and the growth measured until then.
 """
 
 import math
@@ -56,6 +53,8 @@ SUSPECT_ALPHA = 0.01
 #: memory pass's own wall so far, and their floors and ceilings (seconds)
 SHORT_SHARE, SHORT_FLOOR_S, SHORT_CEILING_S = 0.08, 0.5, 4.0
 LONG_SHARE, LONG_FLOOR_S, LONG_CEILING_S = 0.15, 2.0, 12.0
+#: growth past this ends the phase before it takes the machine's memory (the readings so far judge)
+GROWTH_CAP_BYTES = 1 << 30
 #: fewer readings than this: no verdict ("inconclusive"); `grows` needs GROWS_STEPS
 MIN_STEPS = 6
 GROWS_STEPS = 12
@@ -108,9 +107,8 @@ def judge(points):
     first, second = halves(points)
     slopes = [theil_sen(first), theil_sen(second)]
     p = mann_kendall_p([y for _, y in points])
-    spread = max(y for _, y in points) - min(y for _, y in points) if points else 0
-    if len(points) >= 3 and spread < MIN_BYTES:
-        verdict = "flat"  # no reading moved by MIN_BYTES: growth of MIN_BYTES a step would have
+    if narrow(points):
+        verdict = "flat"  # growth of MIN_BYTES a step would have spread them wider
     elif len(points) < MIN_STEPS:
         verdict = "inconclusive"
     elif all(s >= MIN_BYTES for s in slopes):  # growing to the end: growth, where enough steps say so
@@ -123,58 +121,56 @@ def judge(points):
             "halves_per_step": slopes, "p": round(p, 6)}
 
 
+def narrow(points):
+    """Three or more readings whose whole range is at most half what growth of MIN_BYTES a
+    step would spread them over: flat however few they are (a slow cell's steady steps)."""
+    if len(points) < 3:
+        return False
+    values = [y for _, y in points]
+    return max(values) - min(values) <= (points[-1][0] - points[0][0]) * MIN_BYTES / 2
+
+
 def suspect(points):
     """Worth the longer run: too few readings to judge (unless none moved by MIN_BYTES),
     a half growing by MIN_BYTES a step, or an upward trend at SUSPECT_ALPHA."""
-    if len(points) >= 3 and max(y for _, y in points) - min(y for _, y in points) < MIN_BYTES:
+    if narrow(points):
         return False
     return (len(points) < MIN_STEPS or any(theil_sen(h) >= MIN_BYTES for h in halves(points))
             or mann_kendall_p([y for _, y in points]) <= SUSPECT_ALPHA)
 
 
-def run(step_once, read, settle, first_step=0, short=SHORT, long=LONG, budgets_s=(2.0, 10.0), prior=(),
-        step_s=0.0):
-    """The leak phase: `settle()`, `read()` (own bytes now) and `step_once()` until the
-    short check has `short` readings or its budget is spent (the step counter starts at
-    `first_step`, the steps the pass ran before); where `suspect`, on to `long`
-    readings within the longer budget. Where those come to fewer than MIN_STEPS (a step,
-    `step_s` seconds, too slow for the budgets: then no step is run at all), the
-    readings the pass took at its settled steps' starts (`prior`, (step, bytes)) join
-    them. The record's `leak`."""
+def run(step_once, read, settle, first_step=0, prior=(), step_s=0.0, short=SHORT, long=LONG,
+        budgets_s=(2.0, 10.0)):
+    """The leak phase, going on from `prior` ((step, bytes) read at the settled starts of
+    the steps just run, e.g. the steady ones): `settle()` and `read()` (own bytes now)
+    before each further `step_once()`, while the short check's budget holds another step
+    (`step_s` seconds each, at least, as the steps before took) and it has fewer than
+    `short` readings; where `suspect`, on to `long` readings within the longer budget,
+    if that could reach MIN_STEPS. The record's `leak`."""
     short_s, long_s = budgets_s
-    if step_s >= short_s:  # not one more step in the short check: the pass's own readings judge
-        settle()
-        return _found(list(prior) + [(first_step, int(read()))], False, budgets_s, len(prior),
-                      f"a step takes {step_s:.3g} s, more than the short check's {short_s:.3g} s: judged on the "
-                      f"pass's own steps")
-    points, stopped = [], None
-    step, started = first_step, time.monotonic()
-    extended = False
-    try:  # one step unread: the first after the pass's other phases allocates what they left to it
-        settle()
-        step_once()
-        step += 1
-    except Exception as err:  # noqa: BLE001 - as below
-        return _found(list(prior), False, budgets_s, len(prior),
-                      f"the phase's first step raised {type(err).__name__}: {str(err)[:200]}")
+    points, stopped, extended = list(prior), None, False
+    started = time.monotonic()
+    deadline = started + short_s
+    step = first_step
+    settle()
+    points.append((step, int(read())))  # the start of the step after the last one read
     while True:
-        settle()
-        points.append((step, int(read())))
-        spent = time.monotonic() - started
-        if not extended and (len(points) >= short or spent >= short_s):
+        room = time.monotonic() + step_s <= deadline
+        goal = long if extended else short
+        if len(points) >= goal or not room:
+            if extended:
+                if len(points) < long:
+                    stopped = f"the longer run's {long_s:.3g} s of steps held {len(points)} of {long} readings"
+                break
             if not suspect(points):
                 break
-            per_step = spent / max(len(points) - 1, 1)
-            if len(points) + long_s / max(per_step, 1e-9) < MIN_STEPS:
-                stopped = (f"a step takes {per_step:.3g} s: the longer run's {long_s:.3g} s would not reach "
+            if len(points) + long_s / max(step_s, 1e-9) < MIN_STEPS:
+                stopped = (f"a step takes {step_s:.3g} s: the longer run's {long_s:.3g} s would not reach "
                            f"{MIN_STEPS} readings")
                 break
-            extended, started = True, time.monotonic()
-            spent = 0.0
-        if extended and (len(points) >= long or spent >= long_s):
-            if len(points) < long:
-                stopped = f"the longer run's {long_s:.3g} s of steps held {len(points)} of {long} readings"
-            break
+            extended, deadline = True, time.monotonic() + long_s
+            continue
+        begun = time.monotonic()
         try:
             step_once()
         except MemoryError:
@@ -184,17 +180,19 @@ def run(step_once, read, settle, first_step=0, short=SHORT, long=LONG, budgets_s
             stopped = f"step {step + 1} raised {type(err).__name__}: {str(err)[:200]}"
             break
         step += 1
-    if len(points) < MIN_STEPS and prior:  # too few of its own: with the pass's readings
-        return _found(list(prior) + points, extended, budgets_s, len(prior), stopped)
-    return _found(points, extended, budgets_s, 0, stopped)
-
-
-def _found(points, extended, budgets_s, from_pass, stopped):
+        settle()
+        points.append((step, int(read())))
+        step_s = max(step_s, time.monotonic() - begun)
+        if points[-1][1] - points[0][1] > GROWTH_CAP_BYTES:
+            stopped = (f"grew by {(points[-1][1] - points[0][1]) >> 20} MiB in {step - points[0][0]} steps: stopped "
+                       f"before it takes the machine's memory")
+            break
     found = judge(points)
-    found.update(readings=len(points), from_pass=from_pass, extended=extended, steps=[s for s, _ in points],
+    found.update(readings=len(points), from_steady=len(prior), extended=extended, steps=[s for s, _ in points],
                  samples=[b for _, b in points], budgets_s=[round(b, 3) for b in budgets_s],
-                 method="own memory at each settled step's start (after gc + malloc_trim); Theil-Sen slope of each "
-                        "half against the step, one-sided Mann-Kendall (harness/measure/leak.py)")
+                 wall_s=round(time.monotonic() - started, 3),
+                 method="own memory at each settled step's start, going on from the steady steps; Theil-Sen "
+                        "slope of each half against the step, one-sided Mann-Kendall (harness/measure/leak.py)")
     if stopped:
         found["stopped"] = stopped
     return found

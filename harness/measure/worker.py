@@ -210,7 +210,7 @@ def _jsonable(value):
 # ---- the memory pass ---------------------------------------------------------------------
 def memory_pass(job, marks):
     from harness import results
-    from harness.measure import breakdown, probes
+    from harness.measure import breakdown, leak, probes  # noqa: F401 - leak: imported before the baseline
     from harness.measure.cuda import DeviceMeter
     from harness.measure.memory_meter import MemoryMeter, median_step
     from harness.measure.phases import NullMeter, settle_and_reset
@@ -222,8 +222,8 @@ def memory_pass(job, marks):
     rss = probes.RssProbe()
     meter = MemoryMeter(rss, marks, device)
     runs = _count_runs(step)
-    # the framework's own memory at the settled start of each step the pass runs after the
-    # first: the leak phase judges on them where its own steps are too slow (leak.py)
+    # the framework's own memory at each steady step's settled start: the first readings of
+    # the leak phase, which goes on from them (leak.py)
     own_memory, own_log = _own_memory_reader(device), []
     # A framework that serves steps from freed buffers it keeps (MLX, tinygrad) is
     # measured with that cache off, so the step peak is what a step needs, as in every
@@ -248,7 +248,6 @@ def memory_pass(job, marks):
 
     for _ in range(job.get("warmup", 1)):
         settle_and_reset(rss)
-        own_log.append((runs[0], own_memory()))
         marks.mark("warm-up")
         step.run(NullMeter())
 
@@ -268,7 +267,10 @@ def memory_pass(job, marks):
         samples.append(meter.figures())
         if device is not None:
             samples[-1]["device"] = device.figures()
+    # Memory that grows every step: more steps, going on from the steady ones (leak.py)
     step_s = (time.monotonic() - steady_started) / max(len(samples), 1)  # a steady step, settling included
+    leak_found = _leak(job, step, runs, own_memory, own_log, step_s, time.monotonic() - pass_started, marks) \
+        if job.get("leak", True) else None
     held = adapter.step_held_bytes()
     device_samples = [sample.pop("device", None) for sample in samples]
     if held is not None:  # buffers a compiled step keeps for itself (TinyJit): its own,
@@ -287,7 +289,6 @@ def memory_pass(job, marks):
 
     # Where the bytes go: one more step with the adapter's counting hooks, unmeasured.
     settle_and_reset(rss)
-    own_log.append((runs[0], own_memory()))
     marks.mark("breakdown")
     as_record = {"status": "ok", "device": cell["device"], **steady, "device_memory": device_memory}
     counted = _native_breakdown().count(adapter, step) if step.kind == "native" else breakdown.count(adapter, step)
@@ -307,7 +308,7 @@ def memory_pass(job, marks):
         "saved_by_op": _saved_by_op(adapter, step, rss, marks),
         "buffer_cache": buffer_cache,
         "prediction": None,
-        "leak": None,
+        "leak": leak_found,
         "bound_bytes": problem.bound_bytes,
         "bound_source": problem.bound_source,  # declared, or derived (harness/workloads/derived_bound.py)
         "tracemalloc_peak_bytes": traced,
@@ -321,9 +322,6 @@ def memory_pass(job, marks):
     # pass does not give fails here, not silently in the sweep), and what the pass says of itself
     result = {"status": "ok", **{field: measured[field] for field in results.MEMORY_PASS_FIELDS},
               **{key: measured[key] for key in PASS_NOTES}, "baseline_rss_bytes": baseline, "hwm_method": rss.method}
-    if job.get("leak", True):
-        result["leak"] = _leak(job, result, step, runs, own_memory, own_log, step_s,
-                               time.monotonic() - pass_started, marks)
     if job.get("predict", True):
         result["prediction"] = _prediction(job, result, adapter, problem, step, marks)
     return result
@@ -348,46 +346,35 @@ def _own_memory_reader(device):
     from harness.measure import probes
 
     if device is not None:
-        return device.probe.current_bytes
+        def read():
+            return device.probe.current_bytes()
+        read.source = "the device allocator's allocated bytes"
+        return read
 
     def read():
         status = probes.status_bytes()
         return status.get("RssAnon", 0) + status.get("RssShmem", 0)
+    read.source = "the host's own pages (RssAnon + RssShmem)"
     return read
 
 
-def _leak(job, result, step, runs, own_memory, own_log, step_s, pass_wall_s, marks):
-    """Memory that grows every step (harness/measure/leak.py): more steps after every
-    other figure (a budget of the pass's own wall), the framework's own memory read at
-    each one's start; where a step (`step_s`) is too slow for enough of them, the
-    readings the pass took at its settled steps' starts (`own_log`) judge instead. What was measured is written first: a step
-    that runs out of memory while growing, or a process killed for it, leaves that
-    record, and the parent says why."""
-    import gc
-
+def _leak(job, step, runs, own_memory, own_log, step_s, pass_wall_s, marks):
+    """Memory that grows every step (harness/measure/leak.py): the readings of the steady
+    steps' starts (`own_log`), then more steps as the steady ones ran (each after gc +
+    malloc_trim), the framework's own memory read at each one's start, within a budget of
+    the pass's own wall so far. A step that raises MemoryError (a --memory-limit), or
+    growth past leak.GROWTH_CAP_BYTES, ends the phase saying so, the figures kept."""
+    # imported by memory_pass before its baseline: a module first imported here would read
+    # as growth between the steady steps' readings and this phase's (about 100 KiB)
     from harness.measure import leak, probes
     from harness.measure.phases import NullMeter
-    from harness.results import write_json_atomic
 
-    if job.get("result_path"):
-        died = {"verdict": "inconclusive", "stopped": "the worker died while measuring growth (every other figure "
-                "was taken before)"}
-        write_json_atomic(job["result_path"], dict(result, leak=died))
     marks.mark("leak")
     budgets = tuple(job.get("leak_budgets_s") or leak.budgets(pass_wall_s))
-    # what is alive now is frozen out of collections: each step's gc.collect walks only
-    # what the steps make (as the time pass does), so a reading costs milliseconds
-    gc.collect()
-    gc.freeze()
-    try:
-        found = leak.run(lambda: step.run(NullMeter()), own_memory, probes.settle, first_step=runs[0],
-                         prior=own_log, step_s=step_s, short=job.get("leak_short", leak.SHORT),
-                         long=job.get("leak_long", leak.LONG), budgets_s=budgets)
-    finally:
-        gc.unfreeze()
-    source = "the device allocator's allocated bytes" if result.get("device_memory") else \
-        "the host's own pages (RssAnon + RssShmem)"
-    return dict(found, source=source)
+    found = leak.run(lambda: step.run(NullMeter()), own_memory, probes.settle, first_step=runs[0], prior=own_log,
+                     step_s=step_s, short=job.get("leak_short", leak.SHORT), long=job.get("leak_long", leak.LONG),
+                     budgets_s=budgets)
+    return dict(found, source=own_memory.source)
 
 
 def _step_alone(job, device_memory):

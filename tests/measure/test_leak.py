@@ -66,7 +66,7 @@ def test_a_step_that_runs_out_of_memory_ends_the_phase_with_what_it_read():
             raise MemoryError
 
     found = leak.run(step, lambda: calls["n"] * 64 * KIB, lambda: None, budgets_s=(5.0, 5.0))
-    assert "out of memory in step" in found["stopped"] and found["readings"] == 9
+    assert "out of memory in step 10" in found["stopped"] and found["readings"] == 10  # before each of steps 1-10
 
 
 # ---- planted leaks, measured ---------------------------------------------------------------
@@ -152,13 +152,19 @@ def test_the_same_file_without_the_leak_is_flat(tmp_path, kind):
     assert abs(found["bytes_per_step"]) < leak.MIN_BYTES
 
 
-def test_a_step_too_slow_for_the_short_check_is_judged_on_the_pass_s_own_readings():
+def test_a_step_too_slow_for_its_budget_is_judged_on_the_steady_steps_readings():
     ran = []
-    flat = [(i, 50 * MIB + (4 * KIB if i % 2 else 0)) for i in range(1, 7)]
-    found = leak.run(lambda: ran.append(1), lambda: 50 * MIB, lambda: None, first_step=8, budgets_s=(1.0, 3.0),
-                     prior=flat, step_s=9.0)
-    assert ran == [] and found["verdict"] == "flat" and found["from_pass"] == 6 and "a step takes 9" in found["stopped"]
-    growing = [(i, 50 * MIB + i * 64 * KIB) for i in range(1, 7)]
-    found = leak.run(lambda: None, lambda: 50 * MIB + 8 * 64 * KIB, lambda: None, first_step=8, budgets_s=(1.0, 3.0),
-                     prior=growing, step_s=9.0)
-    assert found["verdict"] == "inconclusive"  # growing all along, but 7 readings cannot say it does not stop
+    steady = [(i, 50 * MIB + (4 * KIB if i % 2 else 0)) for i in range(2, 5)]  # flat within a page
+    found = leak.run(lambda: ran.append(1), lambda: 50 * MIB, lambda: None, first_step=5, prior=steady, step_s=9.0,
+                     budgets_s=(1.0, 3.0))
+    assert ran == [] and found["verdict"] == "flat" and found["from_steady"] == 3 and found["readings"] == 4
+    growing = [(i, 50 * MIB + i * 64 * KIB) for i in range(2, 5)]
+    found = leak.run(lambda: None, lambda: 50 * MIB + 5 * 64 * KIB, lambda: None, first_step=5, prior=growing,
+                     step_s=9.0, budgets_s=(1.0, 3.0))
+    assert found["verdict"] == "inconclusive" and "a step takes 9 s" in found["stopped"]
+
+
+def test_growth_past_the_cap_ends_the_phase_before_it_takes_the_machine():
+    held = []
+    found = leak.run(lambda: held.append(1), lambda: len(held) * 300 * MIB, lambda: None, budgets_s=(5.0, 5.0))
+    assert "stopped before it takes the machine's memory" in found["stopped"] and len(held) == 4
