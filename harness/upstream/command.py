@@ -24,7 +24,8 @@ line, or the line itself) of the store in --out (default releases/):
    again, whose line for the change then says "reproduced standalone" or "harness only".
 
 `--write-only` writes the script and the draft and runs nothing (with --actionable: those
-of every group run so far, again). `--framework F
+of every group run so far, again); `--rejudge` judges the groups run so far again from
+the runs they hold. `--framework F
 --actionable` does it for every group of F's store with an actionable change, cheapest
 first (harness/upstream/batch.py), skipping groups already judged for their current
 script (`--retry` runs failed and unavailable ones again); `--limit N` and `--budget S`
@@ -63,6 +64,9 @@ def add_arguments(parser):
                         help=f"fresh runs of the script under each release (default {runner.RUNS})")
     parser.add_argument("--write-only", action="store_true", help="write the script and the draft; run nothing")
     parser.add_argument("--retry", action="store_true", help="with --actionable: run failed and unavailable groups again")
+    parser.add_argument("--rejudge", action="store_true",
+                        help="with --actionable: judge the groups run so far again from the runs they hold (after the "
+                             "rule changed), running only what is missing")
     parser.add_argument("--limit", type=int, default=None, help="with --actionable: at most this many groups")
     parser.add_argument("--budget", action=cli_options.seconds_action(none_ok=True), default=None, metavar="SECONDS",
                         help="with --actionable: start no group after this many seconds (default: none)")
@@ -113,8 +117,8 @@ def check(args):
             raise ChoiceError(f"--framework {args.framework}: standalone scripts are written for "
                               f"{', '.join(emitters.FRAMEWORKS)} (harness/upstream/emitters.py)")
         return args.framework, None
-    if args.retry or args.limit is not None or args.budget is not None:
-        raise ChoiceError("--retry, --limit and --budget go with --framework F --actionable")
+    if args.retry or args.rejudge or args.limit is not None or args.budget is not None:
+        raise ChoiceError("--retry, --rejudge, --limit and --budget go with --framework F --actionable")
     if not args.change:
         raise ChoiceError("name a change (its id, e.g. torch:rnn_fanout:compiled:retained:2.3.1->2.4.0), or "
                           "--framework F --actionable")
@@ -161,8 +165,8 @@ def _run(args, framework, document, plan, is_batch):
     outcomes = store.read_outcomes(out, framework)
     for number, change in enumerate(plan, 1):
         group = report_change.Group(out, framework, document, change, named=not is_batch)
-        if is_batch and args.write_only and group.id not in outcomes["groups"]:
-            continue  # --write-only over a store: the scripts and drafts of the groups run so far, again
+        if is_batch and (args.write_only or args.rejudge) and group.id not in outcomes["groups"]:
+            continue  # over a store: the scripts and drafts (or the verdicts) of the groups run so far, again
         try:
             text = report_change.script_source(group)
         except inline.InlineError as err:
@@ -171,7 +175,7 @@ def _run(args, framework, document, plan, is_batch):
                 return 2
             failed += 1
             continue
-        if is_batch and not args.write_only:
+        if is_batch and not args.write_only and not args.rejudge:
             if batch.done(outcomes, framework, document, change, store.script_hash(text),
                           with_control=not args.no_control) and not (
                     args.retry and any(o.get("status") in ("failed", "unavailable")

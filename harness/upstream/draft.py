@@ -124,6 +124,9 @@ def _environment(framework, change, confirm_records, runs):
         lines.append(f"- gradmem's side-by-side runs: Python {provenance.get('python', '?')}, "
                      f"{machine.get('platform', '?')}, {machine.get('cpu_model', '?')}, {machine.get('cpus', '?')} CPUs, "
                      f"{machine.get('libc', '')}; {provenance.get('threads', '?')} threads")
+    here = sorted({s.get("machine") for side in runs.values() for s in side.values() if s.get("machine")})
+    if here:
+        lines.append(f"- the standalone runs: {'; '.join(here)}")
     for release in (change["before_release"], change["release"]):
         mine = [s for s in runs.get(release, {}).values() if s.get("status") == "ok"]
         if mine:

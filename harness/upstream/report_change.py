@@ -11,6 +11,7 @@ draft; `publish_page` writes the framework's release page again so its lines say
 import os
 
 from harness import results
+from harness.releases import confirm
 from harness.releases import page as release_page
 from harness.releases import store as release_store
 from harness.upstream import control, draft, ids, runner, script, store, verdict
@@ -93,6 +94,10 @@ def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=ru
             outcome = {"status": "unavailable", "why": unavailable, "figure": change["figure"]}
         else:
             outcome = verdict.judge(change, by_release, harness_today)
+        outcome.update(measured_on=runner.machine(), confirmed_on=confirmed_on(group))
+        if outcome["status"] == "not reproduced here" and outcome["confirmed_on"] != [outcome["measured_on"]]:
+            outcome["why"] += (f"; confirmed on {', '.join(outcome['confirmed_on']) or 'another machine'}, "
+                               f"run here on {outcome['measured_on']}")
         outcome.update(group=group.id, script=os.path.relpath(script_path, group.out), script_sha=sha,
                        draft=os.path.relpath(group.path(".md"), group.out), actionable=bool(change.get("actionable")))
         found[ids.of(group.framework, change)] = outcome
@@ -103,6 +108,19 @@ def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=ru
                                     next(iter(found.values()))["script"]}
     store.write_outcomes(group.out, group.framework, outcomes)
     return found
+
+
+def confirmed_on(group):
+    """The machines the group's side-by-side samples were measured on, as runner.machine
+    names this one."""
+    held = confirm.samples(store.read_records(release_store.confirm_path(group.out, group.framework)), group.key)
+    found = set()
+    for side in held.values():
+        for _, record in side:
+            machine = (record.get("provenance") or {}).get("machine") or {}
+            if machine:
+                found.add(f"{machine.get('cpu_model') or '?'}, {machine.get('cpus')} CPUs ({machine.get('platform')})")
+    return sorted(found)
 
 
 def runs_of(group, script_path):

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import interrupts
+from harness import interrupts, origin
 from harness.frameworks import get as get_adapter
 from harness.frameworks.base import Unavailable
 from harness.units import MIB
@@ -30,6 +30,13 @@ RUNS = 3
 TIMEOUT_S = 1200.0
 #: what a run's environment keeps of the caller's: where programs are, and the locale
 KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
+
+
+def machine():
+    """This machine in one line, "CPU model, N CPUs (platform)": a memory figure can move
+    with the CPU (a library picks its kernels, and their buffers, by the instruction set)."""
+    found = origin.machine()
+    return f"{found.get('cpu_model') or '?'}, {found.get('cpus')} CPUs ({found.get('platform')})"
 
 
 def environment(framework, release, torch_index=None):
@@ -76,28 +83,28 @@ def run_group(out, framework, group, releases, script_path, runs=RUNS, torch_ind
     by release, None) or (None, why) when an environment is unavailable."""
     with open(script_path, encoding="utf-8") as handle:
         sha = store.script_hash(handle.read())
+    have = held(store.read_samples(out, framework), group, sha)
+    todo = [(index, release) for index in range(1, runs + 1) for release in releases
+            if have.get(release, {}).get(index, {}).get("status") != "ok"]
     pythons = {}
-    for release in releases:
+    for release in sorted({release for _, release in todo}, key=releases.index):  # built only where a run is due
         try:
             pythons[release] = environment(framework, release, torch_index).python
         except Unavailable as err:
             return None, f"{framework}=={release}: {str(err).splitlines()[0][:300]}"
-    for index in range(1, runs + 1):
-        for release in releases:
-            have = held(store.read_samples(out, framework), group, sha).get(release, {})
-            if index in have and have[index].get("status") == "ok":
-                continue
-            status, printed, message, wall = run_once(pythons[release], script_path, timeout_s)
-            sample = {"group": group, "release": release, "index": index, "script_sha": sha, "status": status,
-                      "wall_s": round(wall, 1), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                      "environment": os.path.basename(os.path.dirname(os.path.dirname(pythons[release])))}
-            if printed is not None:
-                sample.update(printed)
-            if message:
-                sample["message"] = message
-            with interrupts.deferred():  # a run is recorded whole
-                store.append_sample(out, framework, sample)
-            shown = (f"{printed['figure']} {printed['figures'][printed['figure']] / MIB:.2f} MiB"
-                     if printed else message)
-            say(f"  {release} run {index}/{runs}: {status}, {shown} ({wall:.0f} s)", flush=True)
+    for index, release in todo:
+        status, printed, message, wall = run_once(pythons[release], script_path, timeout_s)
+        sample = {"group": group, "release": release, "index": index, "script_sha": sha, "status": status,
+                  "machine": machine(),
+                  "wall_s": round(wall, 1), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                  "environment": os.path.basename(os.path.dirname(os.path.dirname(pythons[release])))}
+        if printed is not None:
+            sample.update(printed)
+        if message:
+            sample["message"] = message
+        with interrupts.deferred():  # a run is recorded whole
+            store.append_sample(out, framework, sample)
+        shown = (f"{printed['figure']} {printed['figures'][printed['figure']] / MIB:.2f} MiB"
+                 if printed else message)
+        say(f"  {release} run {index}/{runs}: {status}, {shown} ({wall:.0f} s)", flush=True)
     return held(store.read_samples(out, framework), group, sha), None

@@ -175,9 +175,25 @@ def test_where_the_script_does_not_move_gradmems_own_pass_beside_it_decides(tmp_
     assert asked == [("torch:chained_dot:eager:2.3.1->2.4.0", "chained_dot", "eager", "small", ("2.3.1", "2.4.0"), 2)]
     outcome = store.read_outcomes(str(out), "torch")["changes"][ID]
     assert outcome["status"] == "not reproduced here" and outcome["control"]["after_samples"] == [10.1 * MIB] * 2
+    # the machines: this one, against the side-by-side samples' (none held in this store)
+    assert outcome["why"].endswith(f"; confirmed on another machine, run here on {runner.machine()}")
     assert f"{ID}: not reproduced here, by gradmem either" in capsys.readouterr().out
     # --no-control: the script's verdict alone, and a later run with the control adds it
     (tmp_path / "again").mkdir()
     out2 = _store(tmp_path / "again")
     assert _main(ID, "--out", str(out2), "--runs", "2", "--no-control") == 0
     assert store.read_outcomes(str(out2), "torch")["changes"][ID]["status"] == "harness only"
+
+
+def test_rejudge_judges_again_from_the_runs_held_measuring_nothing(tmp_path, capsys, monkeypatch):
+    out = _store(tmp_path)
+    _fake_pythons(tmp_path, monkeypatch, FAKE)
+    assert _main(ID, "--out", str(out), "--runs", "2") == 0
+    first = store.read_outcomes(str(out), "torch")["changes"][ID]
+    monkeypatch.setattr(runner, "run_once", lambda *a, **k: pytest.fail("measured again"))
+    monkeypatch.setattr(runner, "environment", lambda *a, **k: pytest.fail("an environment built for nothing"))
+    assert _main("--framework", "torch", "--actionable", "--rejudge", "--out", str(out), "--runs", "2") == 0
+    again = store.read_outcomes(str(out), "torch")["changes"][ID]
+    assert again["status"] == first["status"] == "reproduced" and again["before_samples"] == first["before_samples"]
+    assert _main(ID, "--rejudge", "--out", str(out)) == 2
+    assert "go with --framework F --actionable" in capsys.readouterr().err
