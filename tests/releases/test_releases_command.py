@@ -60,7 +60,7 @@ def test_help_states_the_size_rule(capsys):
         cli.main(["releases", "--help"])
     assert exit_.value.code == 0
     said = " ".join(capsys.readouterr().out.split())
-    assert "large (those whose flagged move is at least 5% and 1 MiB)" in said
+    assert "large (those whose flagged move is at least 5% and 1 MiB (growth per step: 16 KiB))" in said
     assert "option_strings" not in said
 
 
