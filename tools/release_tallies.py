@@ -13,6 +13,8 @@ that is not part of it:
 - after "**What is left to confirm**": per store, the pending changes, their release
   pairs (all and past the size rule), and what measuring them costs at the pace of the
   samples its confirmation store holds;
+- after "**Reproduced standalone**": per store, the actionable changes run standalone
+  (`harness report-change`) and how many reproduced, from its FRAMEWORK.upstream.json;
 - after "### What moved, and where" (the PyTorch section): every flagged change of step
   peak or retained in torch's stores, its band, the part that moved and its side-by-side
   verdict (torch is the one framework whose section lists every change in a table).
@@ -32,6 +34,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.releases import confirm, detect  # noqa: E402
+from harness.upstream import ids, store as upstream_store  # noqa: E402
 from harness.units import MIB  # noqa: E402
 from harness.versions import index  # noqa: E402
 
@@ -48,6 +51,7 @@ STORES = (
     ("torch (py3.10 store)", "torch", "py3.10", "releases/torch-py3.10/torch.changes.json"),
 )
 ACTIONABLE_HEAD = "**Confirmed changes a user would act on**"
+UPSTREAM_HEAD = "**Reproduced standalone**"
 FRAMEWORK_HEAD = "**Flagged vs confirmed**"
 FIGURE_HEAD = "Per figure, where anything was measured side by side:"
 LEFT_HEAD = "**What is left to confirm**"
@@ -60,7 +64,15 @@ RUN_GAP_S = 600
 
 
 def load():
-    return [(label, bold, tag, json.loads((ROOT / path).read_text())) for label, bold, tag, path in STORES]
+    """[(label, bold, tag, changes document)]; each document carries its store's standalone
+    outcomes (FRAMEWORK.upstream.json beside it) under "upstream"."""
+    found = []
+    for label, bold, tag, path in STORES:
+        document = json.loads((ROOT / path).read_text())
+        document.setdefault("framework", bold)
+        document["upstream"] = upstream_store.read_outcomes(str((ROOT / path).parent), bold)
+        found.append((label, bold, tag, document))
+    return found
 
 
 def confirm_records(changes_path):
@@ -90,11 +102,32 @@ def _name(bold, tag):
     return f"**{bold}**" + (f" ({tag})" if tag else "")
 
 
+def standalone(bold, document, change):
+    """' · reproduced standalone (`ID`)' where the change was run standalone
+    (`harness report-change`), else ''."""
+    outcome = ((document.get("upstream") or {}).get("changes") or {}).get(ids.of(bold, change))
+    words = upstream_store.label(outcome)
+    return f" · {words} (`{ids.of(bold, change)}`)" if words else ""
+
+
 def actionable_lines(stores):
     lines = []
     for _, bold, tag, document in stores:
         changes = confirm.by_status(document["changes"])["actionable"]
-        lines += [f"- {_name(bold, tag)} {text}" for text, _ in sorted(confirm.lead_lines(changes))]
+        lines += [f"- {_name(bold, tag)} {text}{standalone(bold, document, change)}"
+                  for text, change in sorted(confirm.lead_lines(changes), key=lambda pair: pair[0])]
+    return lines
+
+
+def upstream_table(stores):
+    """Per store: its actionable figures, how many were run standalone and what came of it."""
+    lines = ["| framework | actionable figures | run standalone | reproduced standalone | harness only | not reproduced "
+             "here | failed | environment unavailable |", "|---|---|---|---|---|---|---|---|"]
+    for label, _, _, document in stores:
+        counted = upstream_store.tally(document, document.get("upstream") or {})
+        lines.append(f"| {label} | {counted['actionable']} | {counted['run']} | {counted['reproduced']} | "
+                     f"{counted['harness only']} | {counted['not reproduced here']} | {counted['failed']} | "
+                     f"{counted['unavailable']} |")
     return lines
 
 
@@ -192,7 +225,8 @@ def moved_table(stores):
 def blocks(stores):
     """(head, block) of every block the docs hold, in the docs' order."""
     return ((ACTIONABLE_HEAD, actionable_lines(stores)), (FRAMEWORK_HEAD, framework_table(stores)),
-            (FIGURE_HEAD, figure_table(stores)), (LEFT_HEAD, left_table(stores)), (MOVED_HEAD, moved_table(stores)))
+            (FIGURE_HEAD, figure_table(stores)), (LEFT_HEAD, left_table(stores)),
+            (UPSTREAM_HEAD, upstream_table(stores)), (MOVED_HEAD, moved_table(stores)))
 
 
 def replace_block(text, head, block, starts=("|", "- ")):
