@@ -126,6 +126,12 @@ def add_arguments(parser):
         help="with --schedule parallel: memory passes at once (default: one per CPU, at most one per 4 GiB available)",
     )
     parser.add_argument("--warmup", type=int, default=1, help="warm-up steps after the cold first step (default 1)")
+    parser.add_argument(
+        "--leak-budgets", default=None, metavar="SHORT,LONG",
+        help="seconds of the leak phase's extra steps: its short check and its longer run (default: a share of "
+        "each memory pass's wall, 0.5-4 s and 2-12 s: docs/measurement.md); larger for a step of seconds, "
+        "e.g. 30,120, so the phase reaches its readings",
+    )
     cli_options.add_timeout(parser, 600.0)
     cli_options.add_memory_limit(parser)
     parser.add_argument(
@@ -168,9 +174,23 @@ def plan(args):
         raise choices.ChoiceError("--precision must be in (0, 1) and --time-budget >= 0")
     if args.threads is not None and args.threads < 1:
         raise choices.ChoiceError("--threads must be >= 1")
+    args.leak_budgets_s = leak_budgets(args.leak_budgets)
     args.how = how(args).check()
     return api.plan(args.workload, args.framework, args.size, args.dtype, args.device, args.mode,
                     optimizer=args.optimizer, remat=args.remat, order=args.order)
+
+
+def leak_budgets(text):
+    """(short, long) seconds of --leak-budgets SHORT,LONG, or None (the pass's share)."""
+    if text is None:
+        return None
+    try:
+        short, long = (float(part) for part in text.split(","))
+    except ValueError:
+        raise choices.ChoiceError(f"--leak-budgets {text!r}: two numbers of seconds, SHORT,LONG (e.g. 30,120)") from None
+    if not 0 < short <= long:
+        raise choices.ChoiceError(f"--leak-budgets {text!r}: seconds > 0, the short check's at most the longer run's")
+    return short, long
 
 
 def main(args):
@@ -198,4 +218,5 @@ def options(args):
         torch_index=args.torch_index,
         prediction=args.prediction,
         matmul_precision=args.matmul_precision,
+        leak_budgets_s=getattr(args, "leak_budgets_s", None),
     )
