@@ -8,7 +8,7 @@ that nothing is downloaded (ImageNet's weights are numbers in the same variables
 report is about the call). One gradmem step is one `model(inp)`; `paper` is the
 report's image (224 pixels), `small` a 64-pixel one and `tiny` a 32-pixel one (the
 smallest ResNet50 takes without weights): the growth the report describes is the same
-at 32 and 224 pixels (43.8 and 43.5 KiB a step on 2.12.0, docs/leak_reports.md), and a
+at 32 and 224 pixels (43,785 and 43,511 bytes a step on 2.12.0, docs/leak_reports.md), and a
 224-pixel forward takes seconds on a loaded CPU, too slow for the leak phase's budget.
 The report names Python 3.11: TensorFlow 2.11 has no Python 3.11 wheel, so it and
 2.12.0 are measured on 3.10 too (docs/seeds.md, "Leak reports").
