@@ -6,8 +6,9 @@ Three figures (harness/measure/memory_meter.py): the *step peak* (above the resi
 bytes at the step's start: what the step needs; the headline the gate uses), the
 *retained* bytes (the framework's own memory, anonymous and shared-memory pages,
 resident at the step's start above the baseline taken before the first step: what it
-keeps between steps) and the *footprint* (their sum); and the *code pages* (library
-pages the steps paged in: shared, reclaimable, not the framework's own).
+keeps between steps) and the *footprint* (their sum); the *code pages* (library
+pages the steps paged in: shared, reclaimable, not the framework's own); and the
+*growth per step* (what a steady step adds to the framework's own memory).
 """
 
 from benchmarks.common import VERSION, Grid, figure
@@ -56,6 +57,17 @@ class CodePages(Grid):
 
     def track_code_pages(self, cache, *cell):
         return figure(cache, cell, "code_pages")
+
+
+class GrowthPerStep(Grid):
+    """The bytes of its own memory the framework adds every steady step, still growing at
+    the end of the memory pass's leak phase (the Theil-Sen slope of its second half;
+    docs/measurement.md, "Memory that grows"): about 0 for a step that keeps nothing."""
+
+    unit = "bytes"
+
+    def track_leak(self, cache, *cell):
+        return figure(cache, cell, "leak")
 
 
 class FootprintMemory(Grid):

@@ -42,6 +42,7 @@ TRACKS = {  # benchmark -> the record's figure it must carry
     "bench_memory.RetainedMemory.track_retained": lambda r: own(r, "retained_detail_bytes"),
     "bench_memory.FootprintMemory.track_total": lambda r: own(r, "retained_detail_bytes") + r["peak_bytes"]["total"],
     "bench_memory.CodePages.track_code_pages": ("retained_detail_bytes", "file"),
+    "bench_memory.GrowthPerStep.track_leak": ("leak", "bytes_per_step"),
     "bench_memory.FirstStepMemory.track_total": ("first_step_peak_bytes", "total"),
     "bench_memory.FirstStepMemory.track_footprint":
         lambda r: own(r, "first_step_retained_detail_bytes") + r["first_step_peak_bytes"]["total"],
