@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from harness.measure import worker  # noqa: E402
+from harness.measure import probes, worker  # noqa: E402
 from harness.measure.marks import Marks  # noqa: E402
 from harness.measure.phases import NullMeter  # noqa: E402
 
@@ -34,9 +34,9 @@ def counts():
 
 
 def own_bytes():
-    with open("/proc/self/status", encoding="ascii") as handle:
-        fields = dict(line.split(":", 1) for line in handle if ":" in line)
-    return (int(fields["RssAnon"].split()[0]) + int(fields["RssShmem"].split()[0])) * 1024
+    """The process's own pages, as `retained` and the leak phase count them."""
+    status = probes.status_bytes()
+    return status.get("RssAnon", 0) + status.get("RssShmem", 0)
 
 
 def main(argv=None):
