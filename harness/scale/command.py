@@ -26,7 +26,9 @@ SIGTERM, SIGHUP and Ctrl-C stop it as they stop `harness run` (interrupts.py): w
 killed, records kept, exit 128 + the signal; `--resume` skips the (cell, batch)
 records already in --out. Bad input (fewer than 2 batches, a batch of 0, a malformed
 budget) exits 2 before anything runs; a budget below a cell's fixed bytes is named
-per cell and the command exits 2 after printing every fit. docs/scale.md.
+per cell and the command exits 2 after printing every fit. Otherwise the exit status is
+`harness run`'s (harness/sweep/outcome.py): 0, or 3 when no (cell, batch) was measured,
+4 when some failed and the others were measured. docs/scale.md.
 """
 
 import math
@@ -34,7 +36,7 @@ import time
 
 from harness import choices, cli_options, frameworks, results, workloads
 from harness import interrupts
-from harness.sweep import cells, resume
+from harness.sweep import cells, outcome, resume
 from harness.sweep.cell_runner import Options
 from harness.sweep.memory_passes import MemoryPasses
 from harness.console import say
@@ -281,7 +283,14 @@ class Scale:
                 say(f"error: {p['fit'].series.label}: {p['error']}")
         say(f"{self.passes} memory pass(es) recorded in {self.args.out} in {time.monotonic() - self.started:.0f} s",
              self.args.quiet)
-        return 2 if below else 0
+        if below:
+            return outcome.BAD_INPUT
+        # as `harness run` says it: 3 when no (cell, batch) was measured, 4 when some failed
+        newest = {resume.key(r): r for r in self.records}
+        code, line = outcome.judge(list(newest.values()))
+        if line:
+            say(line)
+        return code
 
     def _progress(self, cell, what):
         if not self.args.quiet:

@@ -59,3 +59,19 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
         proc, records = scale(tmp_path, "--framework", "reference", "--size", "tiny", *args)
         assert proc.returncode == 2 and says in proc.stderr, (args, proc.stderr)
         assert records == []
+
+
+def test_failed_batches_give_the_exit_status_harness_run_gives(tmp_path):
+    # chained_dot tiny keeps (L-1) = 4 saved products of D x batch float32: at 2,000,000
+    # columns that is 4 x 32 x 2e6 x 4 bytes = 1 GiB, far past a 200 MiB memory limit,
+    # while batches 2 and 4 need a few KiB above the worker's own start-up: one batch
+    # fails (oom), the others are measured, exit 4 as `harness run` (outcome.py)
+    proc, records = scale(tmp_path, "--workload", "chained_dot", "--framework", "reference", "--size", "tiny",
+                          "--batch", "2,4,2000000", "--memory-limit", "200MiB", "--quiet")
+    assert sorted((r["batch"], r["status"]) for r in records) == [(2, "ok"), (4, "ok"), (2000000, "oom")]
+    assert proc.returncode == 4 and "1 of 3 cells failed (1 oom), 2 measured" in proc.stderr, proc.stderr
+    # a limit no worker starts under: nothing measured, exit 3, saying so
+    proc, records = scale(tmp_path / "none", "--workload", "chained_dot", "--framework", "reference",
+                          "--size", "tiny", "--batch", "2,4", "--memory-limit", "1MiB", "--quiet")
+    assert [r["status"] for r in records] == ["oom", "oom"]
+    assert proc.returncode == 3 and "no cell was measured" in proc.stderr, proc.stderr
