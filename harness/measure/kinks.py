@@ -5,7 +5,9 @@ land on either side in a float32 run, depending on how that framework orders its
 while the float64 reference takes the side float64 puts it on. transformer_block small
 has one such unit among the MLP's 1,048,576 (2.9e-09 in float64): eight frameworks'
 float32 runs put it on the other side and their w1 gradient reads 7.6e-04 from the
-float64 truth, torch's happens not to and reads 5.6e-07. Nothing is wrong with either.
+float64 truth, torch's happens not to and reads 5.6e-07 (on an Intel Xeon; on an AMD EPYC
+the NumPy engine's float32 keeps float64's side too: the CPU's BLAS kernels order the
+sums). Nothing is wrong with either.
 
 So the reference engine computes the truth twice where a kink is near: once as float64
 has it, and once with the relu units within rounding of zero (`near_zero`) on their

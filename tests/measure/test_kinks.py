@@ -100,11 +100,17 @@ def test_the_truth_round_trips_through_its_file(reference, tmp_path):
 
 @pytest.mark.slow  # the reference engine at transformer_block small, three passes (~30 s)
 def test_transformer_block_small_agrees_at_its_relu_kink(reference):
-    # one of the MLP's 1,048,576 relu inputs is -2.6e-09 in float64; float32 arithmetic
-    # in every row but torch's flips it, and w1's gradient read 7.6e-04 from the truth
+    # one of the MLP's 1,048,576 relu inputs is -2.6e-09 in float64. Whether float32
+    # arithmetic flips it depends on the CPU's BLAS kernels: on an Intel Xeon with AVX-512
+    # every row but torch's flips it and w1's gradient reads 7.6e-04 from the truth; on an
+    # AMD EPYC the reference engine's float32 keeps its side (6.5e-07). Either way the row
+    # agrees: with the truth, or with the flipped side the kink check offers.
     problem = workloads.build("transformer_block", "small", "float32", 0)
     truth = truth_of(reference, problem.loss, problem.params, problem.inputs)
     assert truth.units == 1
     got = float32_gradient(reference, problem.loss, problem.params, problem.inputs)
     found = agreement(got, truth, "float32")
-    assert found.kink and found.kink["float64_side_error"] > 5e-4 and found.error < 1e-5
+    assert found.error < 1e-5
+    assert verdict(found.error, "float32", found.kink) == (AT_KINK if found.kink else AGREES)
+    if found.kink:  # flipped: the side the truth keeps is far off, which is why the check exists
+        assert found.kink["float64_side_error"] > 5e-4
