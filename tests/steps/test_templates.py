@@ -37,6 +37,22 @@ def test_every_template_runs_as_it_is(tmp_path):
             continue
         assert record["status"] == "ok", (framework, record["message"])
         assert record["step_kind"] == "native" and record["bound_bytes"] == BOUND, framework
+        assert record["grad_check"].startswith("not applicable: native step") and record["grad_rel_err"] is None
+        assert set(record["peak_bytes"]) == {"total"} and record["time_s"]["total"] > 0
+    if "torch" in records:  # torch's row lists what autograd saved: the template's math, byte for byte
+        torch_counts_what_its_math_keeps(records["torch"])
+
+
+def torch_counts_what_its_math_keeps(record):
+    B, D, H = 4, 8, 16  # the template's tiny, float32
+    parts = record["breakdown_bytes"]
+    # what autograd saves for the backward that the step made: relu's output (B, H),
+    # read by relu's and W2's gradients, and the output (B, D), read by mse_loss's;
+    # x, y and the weights are the state's. That is the declared bound, byte for byte.
+    assert parts["saved_activations"] == B * (H + D) * 4 == record["bound_bytes"]
+    weights = (D * H + H + H * D + D) * 4  # two Linear layers with biases
+    assert parts["params"] == parts["gradients"] == weights
+    assert parts["inputs"] == 2 * B * D * 4 and parts["optimizer_state"] == 0  # plain SGD keeps nothing
 
 
 def test_the_tinygrad_template_runs_on_tinygrads_python_device(tmp_path):
