@@ -149,7 +149,7 @@ def judge(a, b, figure, direction):
     verdict = {
         "status": "confirmed" if holds else "not confirmed",
         "before": before, "after": after, "delta": delta,
-        "relative": delta / before if before else None,
+        "relative": detect.relative(figure, before, after),
         "p": round(p, 5), "pairs": min(len(a), len(b)),
         "before_samples": a, "after_samples": b,
     }

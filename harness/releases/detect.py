@@ -49,6 +49,15 @@ GROWTH = "leak"
 GROWTH_BUDGETS_S = (30.0, 120.0)
 
 
+def relative(figure, before, after):
+    """The move as a share of `before`, or None where a share means nothing: a base at or
+    below zero, and the growth per step, whose flat base is zero give or take a page
+    (0.4 KiB -> 35.6 KiB a step is not "+8,800 %": it starts growing)."""
+    if figure == GROWTH or before is None or before <= 0:
+        return None
+    return (after - before) / before
+
+
 class Change(NamedTuple):
     workload: str
     mode: str
@@ -70,7 +79,7 @@ class Change(NamedTuple):
 
     @property
     def relative(self):
-        return self.delta / self.before if self.before else None
+        return relative(self.figure, self.before, self.after)
 
     @property
     def direction(self):

@@ -21,7 +21,7 @@ size and direction, and p says how cleanly the runs separate.
 import statistics
 
 from harness import figures
-from harness.releases import confirm
+from harness.releases import confirm, detect
 from harness.units import MIB
 
 #: the figures the probe measures (probe.py): a change of another (the framework's own
@@ -76,7 +76,7 @@ def judge(change, by_release, control=None):
         return dict(found, status="failed", why=why, messages=failed[-3:])
     before, after, delta, share, p, reproduced = moves(change, a, b)
     found.update(status="reproduced" if reproduced else "harness only", before=before, after=after, delta=delta,
-                 relative=delta / before if before else None, share=share, p=p)
+                 relative=detect.relative(figure, before, after), share=share, p=p)
     if not reproduced:
         found["why"] = ("no move standalone" if delta == 0 else "moved the other way standalone" if share < 0 else
                         f"moved {share:.0%} of the harness's move standalone (at least {HALF:.0%} needed)")

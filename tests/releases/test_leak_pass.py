@@ -130,7 +130,11 @@ def test_a_start_and_a_stop_of_growth_are_flagged_changes_saying_so():
     # the band is the figure's own grain (4 KiB), not the 256 KiB of the memory figures
     assert start["band"] == figures.get(detect.GROWTH).grain == 4096
     said = detect.summary(document)
-    assert "change chained_dot eager leak: 1.7.0 -> 1.8.0 0.4 KiB -> 40.4 KiB" in said
+    assert "change chained_dot eager leak: 1.7.0 -> 1.8.0 0.4 KiB -> 40.4 KiB, band" in said
+    # no share of a base that is zero give or take a page: "+10,000 %" says nothing (a
+    # base below zero read "-10775.0 %" for a rise, tinygrad 0.12.0 -> 0.13.0)
+    assert start["relative"] is None and detect.relative(detect.GROWTH, -300.0, 36 * 1024) is None
+    assert detect.relative("step_peak", 2.0, 3.0) == 0.5 and detect.relative("step_peak", 0.0, 3.0) is None
     assert "[starts growing: flat, flat -> grows, grows]" in said
     # a move of the figure within a verdict (growth of 40 then 60 KiB) is a change, not a start
     assert detect.turn(["grows"], ["grows"]) is None and detect.turn(["settles"], ["grows", "grows"]) == "starts growing"
@@ -161,7 +165,8 @@ def test_the_confirmation_judges_the_growth_with_its_own_grain_and_size_rule():
     [found] = document["changes"]
     assert found["confirmation"]["status"] == "confirmed" and found["confirmation"]["p"] == pytest.approx(1 / 252, abs=1e-5)
     assert found["actionable"]  # 40 KiB a step side by side: past the figure's own 16 KiB, not 5 % and 1 MiB
-    assert "leak: 1.7.0 -> 1.8.0: side by side 0.3 KiB -> 40.3 KiB" in confirm.line(found)
+    assert "leak: 1.7.0 -> 1.8.0: side by side 0.3 KiB -> 40.3 KiB, 5 pairs" in confirm.line(found)
+    assert found["confirmation"]["relative"] is None
     # 3 KiB a step apart side by side: within the figure's 4 KiB grain
     small = confirm.attach({"changes": [dict(change)]}, side_by_side_samples("1.7.0", "1.8.0", "1.7.0->1.8.0", 3 * KIB))
     assert small["changes"][0]["confirmation"]["status"] == "not confirmed"
