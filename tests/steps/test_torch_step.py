@@ -36,9 +36,13 @@ def median(values):
 
 
 def test_the_harness_and_an_independent_script_agree_on_a_native_step(tmp_path):
-    # the record's step peak and retained (whole resident set and its anon + shmem
-    # pages) against tools/independent/torch_native_step.py, which imports nothing of
-    # the harness: each the median of three processes, within 10 %
+    # the record's step peak and retained (its anon + shmem pages: the framework's own)
+    # against tools/independent/torch_native_step.py, which imports nothing of the
+    # harness: each the median of three processes, within 10 %. The whole resident set's
+    # retained is not compared: its file pages are the library code the step paged in,
+    # which a worker forked with torch preloaded and a fresh script page in differently
+    # (measured on an AMD EPYC: 4.45 vs 5.63 MB of them, whole retained 7.95 vs 9.13 MB,
+    # while the own pages read 3.498 vs 3.494 MB); docs/measurement.md, code pages.
     mine, theirs = [], []
     for _ in range(3):
         mine.append(run(tmp_path, "--workload", MLP_SGD, "--framework", "torch", "--size", "small", "--repeat", "1",
@@ -50,11 +54,13 @@ def test_the_harness_and_an_independent_script_agree_on_a_native_step(tmp_path):
     anon = lambda r: r["retained_detail_bytes"]["anon"] + r["retained_detail_bytes"].get("shmem", 0)
     pairs = {
         "step peak": (median([r["peak_bytes"]["total"] for r in mine]), median([t["peak_bytes"] for t in theirs])),
-        "retained": (median([r["retained_bytes"] for r in mine]), median([t["retained_bytes"] for t in theirs])),
         "retained anon": (median([anon(r) for r in mine]), median([t["retained_anon_bytes"] for t in theirs])),
     }
     for name, (harness_figure, independent) in pairs.items():
         assert harness_figure == pytest.approx(independent, rel=0.10), (name, pairs)
+    # the whole set holds the own pages and more (code), in both
+    assert all(r["retained_bytes"] >= anon(r) for r in mine)
+    assert all(t["retained_bytes"] >= t["retained_anon_bytes"] for t in theirs)
 
 
 def test_the_marker_passes_and_fails_on_a_native_step(pytester, monkeypatch):
