@@ -286,8 +286,7 @@ class Scale:
         if below:
             return outcome.BAD_INPUT
         # as `harness run` says it: 3 when no (cell, batch) was measured, 4 when some failed
-        newest = {resume.key(r): r for r in self.records}
-        code, line = outcome.judge(list(newest.values()))
+        code, line = outcome.judge(resume.newest(self.records))
         if line:
             say(line)
         return code
