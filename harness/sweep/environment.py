@@ -59,6 +59,7 @@ WATCHED_PREFIXES = ("MALLOC_", "XLA_", "JAX_", "PYTORCH_", "PYTENSOR_", "OMP_", 
 WATCHED = (
     "CUDA_VISIBLE_DEVICES",
     "LD_PRELOAD",
+    "PYTHONDONTWRITEBYTECODE",  # with stale bytecode, every worker compiles modules again (versions/bytecode.py)
     "TF_ENABLE_ONEDNN_OPTS",
     "TF_ONEDNN_USE_SYSTEM_ALLOCATOR",
     "TF_FORCE_GPU_ALLOW_GROWTH",

@@ -38,12 +38,13 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 
 from harness.frameworks.base import Unavailable
-from harness.versions import install, interpreters, shared_files
+from harness.versions import bytecode, install, interpreters, shared_files
 
 MANIFEST = "gradmem-env.json"
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -151,7 +152,7 @@ def _found_or_built(adapter, version, torch_index, requires_python):
     name = f"{adapter.name}-{version}"
     found = cached(name)
     if found is not None:
-        return found
+        return _with_valid_bytecode(found, name)
     options = []
     if adapter.index_must_be_named:
         if not torch_index:
@@ -183,6 +184,25 @@ def _found_or_built(adapter, version, torch_index, requires_python):
                           f"no other Python here admits it (looked at: {', '.join(looked) or 'none found'}; "
                           f"GRADMEM_PYTHONS=PATH[:PATH] names more)")
     return build_loading(adapter.name, name, requirements, options, dists, python=found[0])
+
+
+def _with_valid_bytecode(found, name):
+    """`found`, its bytecode compiled again first where it was built before bytecode.py
+    existed and links files (its linked sources' bytecode is stale), under its build lock."""
+    manifest = found.manifest
+    if manifest.get("bytecode") == bytecode.RULE or not manifest.get("shared_files") or manifest.get("layer_of"):
+        return found
+    with open(found.path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            bytecode.refresh(found.python, found.path, os.path.join(found.path, "install.log"))
+        except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+            raise Unavailable(f"{name}: compiling its bytecode again failed: {err}") from err
+        manifest = dict(manifest, bytecode=bytecode.RULE)
+        from harness.results import write_json_atomic
+
+        write_json_atomic(os.path.join(found.path, MANIFEST), manifest)
+    return Env(found.path, manifest)
 
 
 def _admits(requires_python, version):
@@ -293,6 +313,13 @@ def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate
         # most of these files already: linked to theirs, not stored again
         family = shared_files.siblings(cache_root(), name.split("-")[0] + "-", MANIFEST, env_path(name, tag))
         manifest["shared_files"], manifest["shared_bytes"] = shared_files.share(scratch, family)
+        # a linked source carries its sibling's time: the bytecode pip wrote for it is
+        # stale until compiled again (bytecode.py)
+        try:
+            bytecode.refresh(python, scratch, log)
+        except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+            raise Unavailable(f"compiling the environment's bytecode failed: {err}") from err
+        manifest["bytecode"] = bytecode.RULE
         return annotate(manifest) if annotate else manifest
 
     return _made_once(name, fill, tag=tag)
@@ -445,7 +472,5 @@ def installed_versions(python, dists, first=None):
 
 
 def _run_python(python, script, *args, env=None):
-    import subprocess
-
     done = subprocess.run([python, "-c", script, *args], capture_output=True, text=True, check=True, timeout=120, env=env)
     return done.stdout

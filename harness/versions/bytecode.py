@@ -1,0 +1,60 @@
+"""Every module of a built environment imports from valid bytecode, as in a fresh install.
+
+A ``.pyc`` is valid for the source whose modification time and size its header
+records. pip compiles each module at install; shared_files.py then replaces a source
+that a sibling environment holds with the same bytes by a hard link to the sibling's
+file, whose inode carries the *sibling's* modification time. Without this step the new
+environment's bytecode of every linked source is stale: each worker compiles those
+modules from source at import, and on a host with PYTHONDONTWRITEBYTECODE set (this
+project's CI and development boxes) every worker does so again. That is not a
+framework's cost, and it moves figures: compiling some 120 of jax's, jaxlib's and
+NumPy's modules at import leaves the heap in another state before the baseline, and jax
+0.5.2's compiled tiny_nerf then reads 7.7 MiB retained where the same environment with
+valid bytecode reads 9.4 (docs/releases.md, "Stale bytecode"). So after linking, every
+stale or missing ``.pyc`` is compiled again with the environment's own interpreter
+(``compileall`` rewrites only those: ~12 s for MLX's 789 linked sources, ~1 s when
+all are valid), and the manifest says so (`RULE`).
+"""
+
+import os
+import subprocess
+
+#: the manifest's ``bytecode`` once `refresh` ran: environments without it that link
+#: files were built before this step and are refreshed when next taken into use
+RULE = "compiled after linking"
+
+
+def refresh(python, env_dir, log_path=None, timeout_s=1800):
+    """Compile every stale or missing .pyc under `env_dir` with `python` (the
+    environment's own: its bytecode's magic number), in place. A new .pyc replaces the
+    old file (a new inode), so a sibling that links the old one keeps it, and a process
+    importing meanwhile reads the old or the new file whole. Raises RuntimeError with
+    compileall's last lines when it fails."""
+    # -I: the host's PYTHON* variables (PYTHONDONTWRITEBYTECODE among them) do not apply;
+    # -q: errors only; -j 0: every core. A module that does not compile (a test file
+    # written for another Python) is reported and skipped: exit 1, not a failed build.
+    done = subprocess.run([python, "-I", "-m", "compileall", "-q", "-j", "0", env_dir],
+                          capture_output=True, text=True, timeout=timeout_s)
+    if log_path:
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(f"$ {python} -I -m compileall -q -j 0 {env_dir}\n{done.stdout}{done.stderr}")
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"compileall exited {done.returncode}: {(done.stdout + done.stderr)[-800:]}")
+
+
+def stale(source):
+    """True when `source`'s .pyc is missing or records another modification time or
+    size than `source` has (a timestamp-checked .pyc Python would not use)."""
+    import importlib.util
+
+    try:
+        with open(importlib.util.cache_from_source(source), "rb") as handle:
+            header = handle.read(16)
+    except FileNotFoundError:
+        return True
+    flags = int.from_bytes(header[4:8], "little")
+    if flags & 1:  # hash-based: checked against the source's bytes, not its time
+        return False
+    status = os.stat(source)
+    return (int.from_bytes(header[8:12], "little") != int(status.st_mtime) & 0xFFFFFFFF
+            or int.from_bytes(header[12:16], "little") != status.st_size & 0xFFFFFFFF)
