@@ -17,29 +17,26 @@ all are valid), and the manifest says so (`RULE`).
 """
 
 import os
-import subprocess
 
-#: the manifest's ``bytecode`` once `refresh` ran: environments without it that link
+#: the manifest's ``bytecode`` once `command` ran: environments without it that link
 #: files were built before this step and are refreshed when next taken into use
 RULE = "compiled after linking"
 
+_COMPILE_ALL = (
+    "import compileall, sys\n"
+    # quiet=1: errors only; workers=0: every core. A module that does not compile (a test
+    # file written for another Python) is reported and skipped: not a failed build.
+    "compileall.compile_dir(sys.argv[1], quiet=1, workers=0)\n"
+)
 
-def refresh(python, env_dir, log_path=None, timeout_s=1800):
-    """Compile every stale or missing .pyc under `env_dir` with `python` (the
-    environment's own: its bytecode's magic number), in place. A new .pyc replaces the
-    old file (a new inode), so a sibling that links the old one keeps it, and a process
-    importing meanwhile reads the old or the new file whole. Raises RuntimeError with
-    compileall's last lines when it fails."""
-    # -I: the host's PYTHON* variables (PYTHONDONTWRITEBYTECODE among them) do not apply;
-    # -q: errors only; -j 0: every core. A module that does not compile (a test file
-    # written for another Python) is reported and skipped: exit 1, not a failed build.
-    done = subprocess.run([python, "-I", "-m", "compileall", "-q", "-j", "0", env_dir],
-                          capture_output=True, text=True, timeout=timeout_s)
-    if log_path:
-        with open(log_path, "a", encoding="utf-8") as log:
-            log.write(f"$ {python} -I -m compileall -q -j 0 {env_dir}\n{done.stdout}{done.stderr}")
-    if done.returncode not in (0, 1):
-        raise RuntimeError(f"compileall exited {done.returncode}: {(done.stdout + done.stderr)[-800:]}")
+
+def command(python, env_dir):
+    """The command that compiles every stale or missing .pyc under `env_dir` with
+    `python` (the environment's own: its bytecode's magic number), in place. -I: the
+    host's PYTHON* variables (PYTHONDONTWRITEBYTECODE among them) do not apply. A new
+    .pyc replaces the old file (a new inode), so a sibling that links the old one keeps
+    it, and a process importing meanwhile reads the old or the new file whole."""
+    return [python, "-I", "-c", _COMPILE_ALL, env_dir]
 
 
 def stale(source):

@@ -38,7 +38,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -194,10 +193,8 @@ def _with_valid_bytecode(found, name):
         return found
     with open(found.path + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            bytecode.refresh(found.python, found.path, os.path.join(found.path, "install.log"))
-        except (RuntimeError, OSError, subprocess.SubprocessError) as err:
-            raise Unavailable(f"{name}: compiling its bytecode again failed: {err}") from err
+        _step(bytecode.command(found.python, found.path), os.path.join(found.path, "install.log"),
+              f"compiling the bytecode of {name}'s linked sources again")
         manifest = dict(manifest, bytecode=bytecode.RULE)
         from harness.results import write_json_atomic
 
@@ -315,10 +312,7 @@ def build(name, requirements, pip_options=(), dists=(), extra_steps=(), annotate
         manifest["shared_files"], manifest["shared_bytes"] = shared_files.share(scratch, family)
         # a linked source carries its sibling's time: the bytecode pip wrote for it is
         # stale until compiled again (bytecode.py)
-        try:
-            bytecode.refresh(python, scratch, log)
-        except (RuntimeError, OSError, subprocess.SubprocessError) as err:
-            raise Unavailable(f"compiling the environment's bytecode failed: {err}") from err
+        _step(bytecode.command(python, scratch), log, "compiling the bytecode of linked sources")
         manifest["bytecode"] = bytecode.RULE
         return annotate(manifest) if annotate else manifest
 
@@ -472,5 +466,7 @@ def installed_versions(python, dists, first=None):
 
 
 def _run_python(python, script, *args, env=None):
+    import subprocess
+
     done = subprocess.run([python, "-c", script, *args], capture_output=True, text=True, check=True, timeout=120, env=env)
     return done.stdout
