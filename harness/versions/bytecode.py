@@ -5,10 +5,10 @@ records. pip compiles each module at install; shared_files.py then replaces a so
 that a sibling environment holds with the same bytes by a hard link to the sibling's
 file, whose inode carries the *sibling's* modification time. Without this step the new
 environment's bytecode of every linked source is stale: each worker compiles those
-modules from source at import, and on a host with PYTHONDONTWRITEBYTECODE set (this
-project's CI and development boxes) every worker does so again. That is not a
-framework's cost, and it moves figures: compiling some 120 of jax's, jaxlib's and
-NumPy's modules at import leaves the heap in another state before the baseline, and jax
+modules from source at import, and on a host with PYTHONDONTWRITEBYTECODE set (the
+development box sets it) every worker does so again. That is not a framework's cost,
+and it moves figures: compiling some 200 of the modules jax, jaxlib and NumPy import
+leaves the heap in another state before the baseline, and jax
 0.5.2's compiled tiny_nerf then reads 7.7 MiB retained where the same environment with
 valid bytecode reads 9.4 (docs/releases.md, "Stale bytecode"). So after linking, every
 stale or missing ``.pyc`` is compiled again with the environment's own interpreter

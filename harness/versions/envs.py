@@ -188,17 +188,28 @@ def _found_or_built(adapter, version, torch_index, requires_python):
 def _with_valid_bytecode(found, name):
     """`found`, its bytecode compiled again first where it was built before bytecode.py
     existed and links files (its linked sources' bytecode is stale), under its build lock."""
-    manifest = found.manifest
-    if manifest.get("bytecode") == bytecode.RULE or not manifest.get("shared_files") or manifest.get("layer_of"):
+    if not _stale_bytecode(found.manifest):
         return found
     with open(found.path + ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _step(bytecode.command(found.python, found.path), os.path.join(found.path, "install.log"),
-              f"compiling the bytecode of {name}'s linked sources again")
-        manifest = dict(manifest, bytecode=bytecode.RULE)
-        from harness.results import write_json_atomic
+        return _bytecode_refreshed(found, name)
 
-        write_json_atomic(os.path.join(found.path, MANIFEST), manifest)
+
+def _stale_bytecode(manifest):
+    return manifest.get("bytecode") != bytecode.RULE and manifest.get("shared_files") and not manifest.get("layer_of")
+
+
+def _bytecode_refreshed(found, name):
+    """`found` with its linked sources' bytecode compiled again, where built before
+    bytecode.py; the caller holds its build lock."""
+    if not _stale_bytecode(found.manifest):
+        return found
+    _step(bytecode.command(found.python, found.path), os.path.join(found.path, "install.log"),
+          f"compiling the bytecode of {name}'s linked sources again")
+    manifest = dict(found.manifest, bytecode=bytecode.RULE)
+    from harness.results import write_json_atomic
+
+    write_json_atomic(os.path.join(found.path, MANIFEST), manifest)
     return Env(found.path, manifest)
 
 
@@ -346,7 +357,7 @@ def _made_once(name, fill, reuse=None, tag=None):
         fcntl.flock(lock, fcntl.LOCK_EX)
         found = cached(name)
         if found is not None and found.path == path and (reuse is None or reuse(found)):
-            return found
+            return _bytecode_refreshed(found, name)
         scratch = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.partial-", dir=cache_root())
         try:
             manifest = fill(scratch, os.path.join(scratch, "install.log"))

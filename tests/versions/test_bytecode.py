@@ -64,3 +64,16 @@ def test_a_missing_pyc_is_stale_and_a_hash_based_one_is_not(tmp_path):
     py_compile.compile(str(module), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
     os.utime(module, (1, 1))
     assert not bytecode.stale(str(module))
+
+
+def test_build_refreshes_a_cached_environment_built_before_the_step(tmp_path, monkeypatch):
+    # commit bases and asv's environments come back through build's cache, not for_version
+    monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path))
+    old, _ = _env(tmp_path, "pytensor-base-a-" + envs.python_tag(), mtime=1_700_000_000)
+    new, module = _env(tmp_path, "pytensor-base-b-" + envs.python_tag(), mtime=1_700_000_600)
+    shared_files.share(str(new), [str(old)])
+    (new / envs.MANIFEST).write_text(json.dumps({"name": "pytensor-base-b", "versions": {}, "shared_files": 1,
+                                                 "python_path": sys.executable}))
+    found = envs.build("pytensor-base-b", ["never-installed==0"])  # cached: nothing is installed
+    assert found.path == str(new) and found.manifest["bytecode"] == bytecode.RULE
+    assert not bytecode.stale(module)
