@@ -67,7 +67,7 @@ def test_a_missing_pyc_is_stale_and_a_hash_based_one_is_not(tmp_path):
 
 
 def test_build_refreshes_a_cached_environment_built_before_the_step(tmp_path, monkeypatch):
-    # commit bases and asv's environments come back through build's cache, not for_version
+    # commit bases (versions/commits.py) come back through build's cache, not for_version
     monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path))
     old, _ = _env(tmp_path, "pytensor-base-a-" + envs.python_tag(), mtime=1_700_000_000)
     new, module = _env(tmp_path, "pytensor-base-b-" + envs.python_tag(), mtime=1_700_000_600)
