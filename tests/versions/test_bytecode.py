@@ -42,14 +42,21 @@ def test_linking_makes_bytecode_stale_and_refresh_makes_it_valid(tmp_path):
     assert not bytecode.stale(str(old / "lib" / "mod.py"))  # the sibling's own stays valid
 
 
-def test_an_environment_built_before_the_step_is_refreshed_once_when_taken(tmp_path, monkeypatch):
+def _built_before_the_step(tmp_path, monkeypatch, sibling, name):
+    """Environment `name` in the cache as the code before bytecode.py left it: a source
+    linked to `sibling`'s, its .pyc stale, a manifest without ``bytecode``; its module."""
     monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path))
-    old, _ = _env(tmp_path, "jax-0.5.1-" + envs.python_tag(), mtime=1_700_000_000)
-    new, module = _env(tmp_path, "jax-0.5.2-" + envs.python_tag(), mtime=1_700_000_600)
+    old, _ = _env(tmp_path, f"{sibling}-{envs.python_tag()}", mtime=1_700_000_000)
+    new, module = _env(tmp_path, f"{name}-{envs.python_tag()}", mtime=1_700_000_600)
     shared_files.share(str(new), [str(old)])
-    (new / envs.MANIFEST).write_text(json.dumps({"name": "jax-0.5.2", "versions": {}, "shared_files": 1,
+    (new / envs.MANIFEST).write_text(json.dumps({"name": name, "versions": {}, "shared_files": 1,
                                                  "python_path": sys.executable}))
     assert bytecode.stale(module)
+    return new, module
+
+
+def test_an_environment_built_before_the_step_is_refreshed_once_when_taken(tmp_path, monkeypatch):
+    new, module = _built_before_the_step(tmp_path, monkeypatch, "jax-0.5.1", "jax-0.5.2")
 
     found = envs._with_valid_bytecode(envs.cached("jax-0.5.2"), "jax-0.5.2")
     assert not bytecode.stale(module)
@@ -68,12 +75,7 @@ def test_a_missing_pyc_is_stale_and_a_hash_based_one_is_not(tmp_path):
 
 def test_build_refreshes_a_cached_environment_built_before_the_step(tmp_path, monkeypatch):
     # commit bases (versions/commits.py) come back through build's cache, not for_version
-    monkeypatch.setenv("GRADMEM_ENV_DIR", str(tmp_path))
-    old, _ = _env(tmp_path, "pytensor-base-a-" + envs.python_tag(), mtime=1_700_000_000)
-    new, module = _env(tmp_path, "pytensor-base-b-" + envs.python_tag(), mtime=1_700_000_600)
-    shared_files.share(str(new), [str(old)])
-    (new / envs.MANIFEST).write_text(json.dumps({"name": "pytensor-base-b", "versions": {}, "shared_files": 1,
-                                                 "python_path": sys.executable}))
+    new, module = _built_before_the_step(tmp_path, monkeypatch, "pytensor-base-a", "pytensor-base-b")
     found = envs.build("pytensor-base-b", ["never-installed==0"])  # cached: nothing is installed
     assert found.path == str(new) and found.manifest["bytecode"] == bytecode.RULE
     assert not bytecode.stale(module)
