@@ -16,8 +16,6 @@ stale or missing ``.pyc`` is compiled again with the environment's own interpret
 all are valid), and the manifest says so (`RULE`).
 """
 
-import os
-
 #: the manifest's ``bytecode`` once `command` ran: environments without it that link
 #: files were built before this step and are refreshed when next taken into use
 RULE = "compiled after linking"
@@ -38,20 +36,3 @@ def command(python, env_dir):
     it, and a process importing meanwhile reads the old or the new file whole."""
     return [python, "-I", "-c", _COMPILE_ALL, env_dir]
 
-
-def stale(source):
-    """True when `source`'s .pyc is missing or records another modification time or
-    size than `source` has (a timestamp-checked .pyc Python would not use)."""
-    import importlib.util
-
-    try:
-        with open(importlib.util.cache_from_source(source), "rb") as handle:
-            header = handle.read(16)
-    except FileNotFoundError:
-        return True
-    flags = int.from_bytes(header[4:8], "little")
-    if flags & 1:  # hash-based: checked against the source's bytes, not its time
-        return False
-    status = os.stat(source)
-    return (int.from_bytes(header[8:12], "little") != int(status.st_mtime) & 0xFFFFFFFF
-            or int.from_bytes(header[12:16], "little") != status.st_size & 0xFFFFFFFF)

@@ -31,6 +31,7 @@ release is a CUDA build of several GB; the PyTorch CPU index serves CPU builds (
 """
 
 import atexit
+import contextlib
 import fcntl
 import glob
 import importlib.metadata
@@ -190,8 +191,7 @@ def _with_valid_bytecode(found, name):
     existed and links files (its linked sources' bytecode is stale), under its build lock."""
     if not _stale_bytecode(found.manifest):
         return found
-    with open(found.path + ".lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _build_lock(found.path):
         return _bytecode_refreshed(found, name)
 
 
@@ -346,6 +346,15 @@ def layer(name, base, install_into, dists):
     return _made_once(name, fill, reuse=lambda found: found.manifest.get("layer_of") == base.path)
 
 
+@contextlib.contextmanager
+def _build_lock(path):
+    """The exclusive lock on ``PATH.lock`` that building, refreshing or removing the
+    environment at `path` is done under."""
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _made_once(name, fill, reuse=None, tag=None):
     """The cached environment `name` (when `reuse(found)` says it may serve: None, any),
     or the one `fill(scratch, log) -> manifest` makes in a scratch directory, renamed into
@@ -353,8 +362,7 @@ def _made_once(name, fill, reuse=None, tag=None):
     a stop signal removes the scratch directory."""
     path = env_path(name, tag)
     os.makedirs(cache_root(), exist_ok=True)
-    with open(path + ".lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _build_lock(path):
         found = cached(name)
         if found is not None and found.path == path and (reuse is None or reuse(found)):
             return _bytecode_refreshed(found, name)
@@ -388,8 +396,7 @@ def remove(path):
     if mine is not None:
         mine.close()
     os.makedirs(cache_root(), exist_ok=True)
-    with open(path + ".lock", "a") as lock, open(_use_lock(os.path.dirname(path), name), "a") as use:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _build_lock(path), open(_use_lock(os.path.dirname(path), name), "a") as use:
         try:
             fcntl.flock(use, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
