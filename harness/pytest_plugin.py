@@ -14,7 +14,8 @@ that installs gradmem can guard its own model's step in its own tests::
 The cell is measured the way a sweep measures it: `harness run`'s sweep of that one
 cell (harness/sweep/api.py: a fresh worker forked from the framework's zygote, a
 memory pass and a short time pass), so the figure is the record's, never a second
-measurement path.
+measurement path. Tests that gate the same cell (same step file, options and
+environment) share one measurement within a pytest process.
 `limit` bounds the step peak (the figure registry's ``step_peak``: above what was
 resident at the step's start), ``retained`` what the framework keeps between steps
 (its own memory: harness/figures.py), ``leak`` its growth per step (the leak phase of
@@ -100,14 +101,35 @@ def parse_limit(text, bound):
     return int(float(absolute.group(1)) * units.SUFFIXES[absolute.group(2)])
 
 
+# Records measured in this pytest process, by cell: tests that gate one step with
+# different limits share its measurement. A changed step file or environment is another
+# key, and so measured again.
+_measured = {}
+
+
 def measure(workload, framework=None, size="tiny", dtype="float32", device="cpu", mode="eager",
             optimizer=None, remat=None):
-    """The record of one cell, measured by `harness run`'s sweep (a sweep of one)."""
+    """The record of one cell, measured by `harness run`'s sweep (a sweep of one), once
+    per pytest process for the same cell, step file and environment."""
+    framework = framework or default_framework(workload)
+    key = (str(workload), framework, size, dtype, device, mode, optimizer, remat, _file_stamp(workload),
+           tuple(sorted((k, v) for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST")))
+    if key not in _measured:
+        _measured[key] = _sweep_of_one(workload, framework, size, dtype, device, mode, optimizer, remat)
+    return _measured[key]
+
+
+def _file_stamp(workload):
+    """A step file's size and modification time (None for a built-in or a module)."""
+    path = str(workload).split("#")[0]
+    return (os.stat(path).st_size, os.stat(path).st_mtime_ns) if os.path.isfile(path) else None
+
+
+def _sweep_of_one(workload, framework, size, dtype, device, mode, optimizer, remat):
     from harness.choices import ChoiceError
     from harness.sweep import api as sweep, outcome
     from harness.sweep.cell_runner import Options
 
-    framework = framework or default_framework(workload)
     cell = f"{framework} on {workload} ({size}, {dtype}, {device}, {mode})"
     with tempfile.TemporaryDirectory(prefix="gradmem-step-memory-") as tmp:
         out = os.path.join(tmp, "cell.jsonl")

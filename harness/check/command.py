@@ -118,9 +118,11 @@ def main(args):
     return 1 if failed else 0
 
 
-def plan(names, fw_names, size, dtypes, modes, seed):
+def plan(names, fw_names, size, dtypes, modes, seed, only=None):
     """({framework: [cell]}, [(framework, mode, reason)] skipped). The reference runs
-    first, with the float64 "truth" cells every other cell is compared with."""
+    first, with the float64 "truth" cells every other cell is compared with. `only`
+    ({framework: workloads}) narrows a framework to some of `names`, so that frameworks
+    checked on different workloads share one run (and run `jobs` at a time)."""
     cells, skipped = {}, []
     for fw in dict.fromkeys([REFERENCE, *fw_names]):  # the reference always runs
         try:
@@ -141,7 +143,8 @@ def plan(names, fw_names, size, dtypes, modes, seed):
                 if fw in fw_names:
                     skipped.append((fw, mode, f"{fw} has no {mode} mode (modes: {', '.join(adapter.modes)})"))
                 continue
-            wanted += [(name, mode, dtype) for name in names for dtype in fw_dtypes]
+            fw_workloads = [name for name in names if name in (only or {}).get(fw, names)]
+            wanted += [(name, mode, dtype) for name in fw_workloads for dtype in fw_dtypes]
         if fw == REFERENCE:
             truth = [(name, "eager", dtype) for name in names for dtype in dtypes]
             cells[fw] = [_cell("truth", n, size, d, m, seed, upcast=True) for n, m, d in truth]
@@ -159,10 +162,11 @@ def _cell(prefix, workload, size, dtype, mode, seed, upcast=False):
             "dtype": dtype, "mode": mode, "seed": seed, "upcast": upcast}
 
 
-def run_check(names, fw_names, size, dtypes, modes, device, seed, timeout_s, out_dir, jobs=1):
+def run_check(names, fw_names, size, dtypes, modes, device, seed, timeout_s, out_dir, jobs=1, only=None):
     """([Row], [(framework, mode, reason)]): every cell computed and compared; `jobs`
-    frameworks at a time (each in its own worker process; they share nothing)."""
-    cells, skipped = plan(names, fw_names, size, dtypes, modes, seed)
+    frameworks at a time (each in its own worker process; they share nothing); `only`
+    as in plan()."""
+    cells, skipped = plan(names, fw_names, size, dtypes, modes, seed, only)
     if device != "cpu" and REFERENCE in fw_names:  # one worker runs the truth and its own rows
         print(f"  note: the reference engine's rows run on the CPU, like the truth they are checked "
               f"against: not a check of its {device} path (harness run --device {device} checks that)",

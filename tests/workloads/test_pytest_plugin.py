@@ -109,3 +109,21 @@ def test_the_leak_gate_fails_a_step_that_grows_and_passes_one_that_does_not(pyte
     # the failure names the growth it measured: 256 KiB a step, and the mmap's page and header (260)
     result.stdout.re_match_lines([r".*test_leaky.*", r".*grows 2[5-7][0-9]\.[0-9] KiB a step over \d+ steps.*"],
                                  consecutive=False)
+
+
+def test_one_cell_is_measured_once_per_process_and_again_when_its_file_changes(tmp_path, monkeypatch):
+    from harness import pytest_plugin
+
+    swept = []
+    monkeypatch.setattr(pytest_plugin, "_measured", {})
+    monkeypatch.setattr(pytest_plugin, "_sweep_of_one", lambda *cell: swept.append(cell) or {"n": len(swept)})
+    step = tmp_path / "step.py"
+    step.write_text("x = 1\n")
+    first = pytest_plugin.measure(str(step), "torch", size="small")
+    assert pytest_plugin.measure(str(step), "torch", size="small") is first  # another gate, the same record
+    pytest_plugin.measure(str(step), "torch", size="tiny")  # another cell
+    step.write_text("x = 22\n")  # the step changed: measured again
+    pytest_plugin.measure(str(step), "torch", size="small")
+    monkeypatch.setenv("GRADMEM_THREADS", "1")  # another environment: measured again
+    pytest_plugin.measure(str(step), "torch", size="small")
+    assert [cell[2] for cell in swept] == ["small", "tiny", "small", "small"]
