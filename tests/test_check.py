@@ -14,7 +14,7 @@ stricter property (float32 kept through the compiler's rewrites); the CLI runs b
 The fixtures check two frameworks at once (`jobs=2`: each framework's worker is a
 process of its own, and these are gradients, not timings), in one run each, subsets
 included (`only=`): measured 2026-12-02 on the 2-core AMD box at load 3, eager 49 s and
-compiled 53 s, where one run per subset took 101 and 256 s in that morning's CI.
+compiled 53 s, where one run per subset took 101 and 256 s in the CI run before.
 """
 
 import os
