@@ -453,6 +453,15 @@ def write_records(path, records):
         _replace_whole(path, payload)
 
 
+def write_lines(path, lines):
+    """Replace the JSONL file at `path` with `lines` (each its newline at its end), byte
+    for byte, whole or not at all, under `append_record`'s lock: for a rewrite that keeps
+    lines it does not parse (a damaged one stays as it was)."""
+    path = os.fspath(path)
+    with _locked(path):
+        _replace_whole(path, "".join(lines).encode("utf-8"))
+
+
 def read_records(path):
     """Every record of the JSONL file at `path`, in file order; RecordFileError at the
     first line that is not JSON (strict: for files a test just wrote). Readers of files

@@ -101,6 +101,12 @@ def add_arguments(parser):
              "resumable, into FRAMEWORK.leak.jsonl; then the changes and page (harness/releases/leak_pass.py); "
              "--workload/--mode/--from/--to narrow it",
     )
+    parser.add_argument(
+        "--measure-again", default=None, metavar="REASON",
+        help="with --confirm and --workload/--mode/--from/--to: withdraw the side-by-side samples held for the "
+             "pairs those name (moved to FRAMEWORK.confirm.withdrawn.jsonl, each with REASON, e.g. 'measured with "
+             "stale bytecode') and measure the pairs anew; for samples known to be wrong, never to redraw a verdict",
+    )
     parser.add_argument("--pairs", type=int, default=confirm.PAIRS,
                         help=f"with --confirm: interleaved pairs per change (default {confirm.PAIRS}); a store "
                              f"holding fewer is measured on to this many")
@@ -125,6 +131,8 @@ def check(args):
         pinnable = [n for n in frameworks.NAMES if frameworks.get(n).package]
         raise choices.ChoiceError(f"{name} has no releases (its code is gradmem's own); frameworks with releases: "
                                   f"{', '.join(pinnable)}")
+    if args.measure_again is not None:
+        _check_measure_again(args)
     modes = choices.parse_choices("mode", args.mode, choices.MODES) if args.mode else list(adapter.modes)
     for mode in modes:
         adapter.check_mode(mode)
@@ -170,6 +178,19 @@ def check(args):
     if args.repeats < 1 or args.time_repeat < 1 or args.time_budget < 0:
         raise choices.ChoiceError("--repeats and --time-repeat must be >= 1, --time-budget >= 0")
     return adapter
+
+
+def _check_measure_again(args):
+    if not args.confirm:
+        raise choices.ChoiceError("--measure-again withdraws a confirmation's samples and measures their pairs anew: "
+                                  "it goes with --confirm")
+    if not args.measure_again.strip():
+        raise choices.ChoiceError("--measure-again needs a reason, kept with every sample it withdraws (e.g. "
+                                  "'measured with stale bytecode')")
+    if args.workload == "all" and args.mode is None and args.first is None and args.last is None:
+        raise choices.ChoiceError("--measure-again withdraws the samples of the pairs named: name them with "
+                                  "--workload, --mode, --from or --to (a whole store's confirmation is hours of "
+                                  "measuring)")
 
 
 def main(args):
@@ -391,10 +412,11 @@ def _confirm(adapter, args):
                                      timeout_s=args.timeout, keep_envs=args.keep_envs, torch_index=args.torch_index)
     with interrupts.handling():
         try:
-            runner.run(groups, args.pairs, args.max_pairs)
+            runner.run(groups, args.pairs, args.max_pairs, withdraw_reason=args.measure_again)
         except KeyboardInterrupt as stop:
             _publish(adapter, args)
-            print(f"stopped: the samples so far are in {store.confirm_path(out, name)}; rerun --confirm to go on",
-                  flush=True)
+            # a second --measure-again would withdraw what this run measured
+            print(f"stopped: the samples so far are in {store.confirm_path(out, name)}; rerun --confirm "
+                  f"{'(without --measure-again) ' if args.measure_again else ''}to go on", flush=True)
             return getattr(stop, "exit_code", 130)
     return _publish(adapter, args)

@@ -12,10 +12,14 @@ an interrupted run resumes where it stopped and a run with more --pairs adds pai
 the ones held.
 One run at a time measures a store (`one_run`): a second would measure the same pairs
 again beside the first, each one's samples replacing the other's.
+Samples known to be wrong (measured in an environment since found broken) are withdrawn,
+not deleted (`withdraw`, `--confirm --measure-again REASON`): moved to
+FRAMEWORK.confirm.withdrawn.jsonl with the reason, and their pairs measured anew.
 """
 
 import contextlib
 import fcntl
+import json
 import os
 import time
 
@@ -76,6 +80,44 @@ def one_run(path, what="harness releases --confirm"):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+WITHDRAWN_KEY = "withdrawn"  # on a withdrawn sample: {"reason", "at"}
+
+
+def withdraw(out, framework, keys, reason):
+    """Move every held sample of the group keys `keys` (wanted()'s) from
+    FRAMEWORK.confirm.jsonl to FRAMEWORK.confirm.withdrawn.jsonl, each tagged with
+    `reason` and the time; returns how many. Every other line stays byte for byte (a
+    damaged one too). The withdrawn samples are appended first and the store rewritten
+    whole after (results.py's atomic protocol): a process killed between the two leaves a
+    sample in both files, never in neither. The caller holds the store's `one_run`."""
+    path = store.confirm_path(out, framework)
+    labels = {(confirm.pair_label(before, after), workload, mode) for workload, mode, before, after in keys}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.readlines()
+    except FileNotFoundError:
+        return 0
+    kept, taken = [], []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if isinstance(record, dict) and (record.get(confirm.PAIR_KEY), record.get("workload"),
+                                         record.get("mode")) in labels:
+            taken.append(record)
+        else:
+            kept.append(line)
+    if not taken:
+        return 0
+    stamp = {"reason": reason, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    with interrupts.deferred():  # both files whole: a stop waits for the move to end
+        for record in taken:
+            results.append_record(store.withdrawn_path(out, framework), dict(record, **{WITHDRAWN_KEY: stamp}))
+        results.write_lines(path, kept)
+    return len(taken)
+
+
 class SideBySide:
     def __init__(self, out, framework, size, dtype, timeout_s=600.0, keep_envs=False, measure=None, say=print,
                  torch_index=None):
@@ -97,13 +139,19 @@ class SideBySide:
         [found] = cells.expand([workload], [(self.framework, release)], [self.size], [self.dtype], ["cpu"], [mode])
         return found
 
-    def run(self, groups, pairs=confirm.PAIRS, max_pairs=confirm.MAX_PAIRS):
-        """Measure `groups` (wanted()); returns how many samples were measured."""
+    def run(self, groups, pairs=confirm.PAIRS, max_pairs=confirm.MAX_PAIRS, withdraw_reason=None):
+        """Measure `groups` (wanted()); returns how many samples were measured. With
+        `withdraw_reason`, the samples held for them are withdrawn first (`withdraw`)."""
         last_use = {}
         for number, key in enumerate(groups):
             for release in key[2:]:
                 last_use[release] = number
         with one_run(self.path):
+            if withdraw_reason is not None:
+                taken = withdraw(self.out, self.framework, groups, withdraw_reason)
+                self.say(f"{self.framework}: {taken} sample(s) of {len(groups)} release pair(s) withdrawn to "
+                         f"{store.withdrawn_path(self.out, self.framework)} ({withdraw_reason}); measured anew",
+                         flush=True)
             self.held = resume.records_in(self.path)  # what a run that ended since this one was set up added
             return self._run(groups, pairs, max_pairs, last_use)
 

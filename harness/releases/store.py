@@ -12,6 +12,9 @@
                                  the commit each bisected change was found at
     DIR/FRAMEWORK.confirm.jsonl  the side-by-side samples that confirm or reject each
                                  flagged change (side_by_side.py, judged by confirm.py)
+    DIR/FRAMEWORK.confirm.withdrawn.jsonl  samples taken out of the confirmation by
+                                 `--confirm --measure-again REASON` (side_by_side.withdraw),
+                                 each with its reason: judged by nothing, never lost
     DIR/FRAMEWORK.leak.jsonl     the leak-only pass (leak_pass.py): the growth per step of
                                  the cells whose records lack it, read for that figure only
     DIR/FRAMEWORK.html           the page (harness/releases/page.py)
@@ -161,6 +164,10 @@ def forget(out, framework, version, statuses, keys):
 
 def confirm_path(out, framework):
     return os.path.join(out, f"{framework}.confirm.jsonl")
+
+
+def withdrawn_path(out, framework):
+    return os.path.join(out, f"{framework}.confirm.withdrawn.jsonl")
 
 
 def leak_path(out, framework):

@@ -154,11 +154,47 @@ def test_scope_large_confirms_only_changes_past_the_size_rule(store):
     (["--pairs", "4"], "--pairs must be >= 5 (fewer pairs can never give p <= 0.01)"),
     (["--pairs", "6", "--max-pairs", "5"], "--max-pairs >= --pairs"),
     (["--page-only"], "--confirm measures an existing store's flagged changes"),
+    (["--measure-again", "stale"], "--measure-again withdraws the samples of the pairs named: name them with"),
+    (["--from", "1.8.0", "--measure-again", " "], "--measure-again needs a reason"),
 ])
 def test_bad_confirm_options_exit_2(store, capsys, extra, says):
     out, measurer = store
     assert confirm_store(out, *extra) == 2
     assert says in capsys.readouterr().err and measurer.measured == []
+
+
+def test_measure_again_is_refused_without_confirm(store, capsys):
+    out, measurer = store
+    assert cli.main(["releases", "--framework", "autograd", "--out", str(out), "--from", "1.8.0",
+                     "--measure-again", "stale"]) == 2
+    assert "--measure-again withdraws a confirmation's samples" in capsys.readouterr().err
+
+
+def test_measure_again_withdraws_the_named_pairs_samples_keeps_them_and_measures_anew(store, capsys):
+    out, measurer = store
+    assert confirm_store(out) == 0
+    path = out / "autograd.confirm.jsonl"
+    with path.open("a") as handle:
+        handle.write("not a record\n")  # a damaged line is no sample of anyone's: it stays as it is
+    before = path.read_text().splitlines(keepends=True)
+    assert confirm_store(out, "--from", "1.8.0", "--measure-again", "planted: a broken environment") == 0
+    # the named pair measured anew, 5 pairs; the other pair's samples held, nothing measured
+    assert measurer.measured == ["1.7.0", "1.8.0"] * 5 + ["1.8.0", "1.9.0"] * 5 * 2
+    assert "10 sample(s) of 1 release pair(s) withdrawn to" in capsys.readouterr().out
+    withdrawn = [json.loads(line) for line in (out / "autograd.confirm.withdrawn.jsonl").read_text().splitlines()]
+    assert len(withdrawn) == 10 and {r["confirm_pair"] for r in withdrawn} == {"1.8.0->1.9.0"}
+    assert {r["withdrawn"]["reason"] for r in withdrawn} == {"planted: a broken environment"}
+    # every withdrawn sample is one the store held, as it was there
+    assert [{k: v for k, v in r.items() if k != "withdrawn"} for r in withdrawn] == [
+        json.loads(line) for line in before if "1.8.0->1.9.0" in line]
+    after = path.read_text().splitlines(keepends=True)
+    kept = [line for line in before if "1.8.0->1.9.0" not in line]
+    assert after[:len(kept)] == kept  # the other pair's lines and the damaged one, byte for byte
+    assert len(after) == len(kept) + 10
+    assert all(json.loads(line)["confirm_pair"] == "1.8.0->1.9.0" for line in after[len(kept):])
+    changes, _ = flagged(out)
+    real = changes[("1.8.0", "1.9.0")]["confirmation"]
+    assert real["status"] == "confirmed" and real["pairs"] == 5  # from the new samples alone
 
 
 def test_the_rank_sum_test_is_exact():
