@@ -369,7 +369,8 @@ def _report(out, name, records, size, leak=None):
     leak = resume.records_in(store.leak_path(out, name)) if leak is None else leak
     report = detect.report(records, detect.detect(records, leak), name, env_info, size=size,
                            commits=store.read_commits(out, name), leak=leak)
-    return confirm.attach(report, resume.records_in(store.confirm_path(out, name)))
+    return confirm.attach(report, resume.records_in(store.confirm_path(out, name)),
+                          resume.records_in(store.withdrawn_path(out, name)))
 
 
 def _leak_pass(adapter, args):

@@ -328,18 +328,48 @@ def mostly_code_pages(found):
     return bool(code is not None and delta and code * delta > 0 and abs(code) >= abs(delta) / 2)
 
 
-def attach(document, records):
+def attach(document, records, withdrawn=()):
     """Each change of `document` (detect.report) with its "confirmation" from the
-    side-by-side `records`, and the document's tally per figure."""
+    side-by-side `records`, and the document's tally per figure. A change whose pair had
+    samples withdrawn (`withdrawn`: FRAMEWORK.confirm.withdrawn.jsonl's records) says so
+    in its confirmation's "measured_again": how many, why, when."""
+    again = measured_again(withdrawn)
     for change in document["changes"]:
         change["confirmation"] = verdict_of(change, records)
         if change["confirmation"]["status"] == "pending" and "pairs" not in change["confirmation"]:
             change["confirmation"] = across(change, records, document["changes"]) or change["confirmation"]
+        if group_key(change) in again and "pairs" in change["confirmation"]:
+            change["confirmation"]["measured_again"] = again[group_key(change)]
     for change in document["changes"]:
         change["actionable"] = actionable(change)
     document["confirmation_rule"] = RULE
     document["tally"] = tally(document["changes"])
     return document
+
+
+def measured_again(withdrawn):
+    """{group key: {"withdrawn": n, "reason", "at"}} of the withdrawn samples (the latest
+    withdrawal's reason and time where a pair was measured again more than once)."""
+    out = {}
+    for record in withdrawn:
+        pair, stamp = record.get(PAIR_KEY), record.get("withdrawn") or {}
+        if not pair or "->" not in pair:
+            continue
+        before, after = pair.split("->", 1)
+        key = (record.get("workload"), record.get("mode"), before, after)
+        held = out.setdefault(key, {"withdrawn": 0, "reason": "", "at": ""})
+        held["withdrawn"] += 1
+        if stamp.get("at", "") >= held["at"]:
+            held["reason"], held["at"] = stamp.get("reason", ""), stamp.get("at", "")
+    return out
+
+
+def again_note(found):
+    """'; measured again DATE (N samples withdrawn: REASON)' for a pair measured anew, else ''."""
+    again = found.get("measured_again")
+    if not again:
+        return ""
+    return f"; measured again {again['at'][:10]} ({again['withdrawn']} earlier samples withdrawn: {again['reason']})"
 
 
 def tally(changes):
@@ -375,7 +405,7 @@ def line(change):
         note = across_note(found)
         side = (f"side by side{note}{':' if note else ''} {detect.fmt(figure, found['before'])} -> "
                 f"{detect.fmt(figure, found['after'])}{rel}, {found['pairs']} pairs, p = {found['p']:.3g}"
-                f"{machines_suffix(found)}")
+                f"{machines_suffix(found)}{again_note(found)}")
     else:
         side = found.get("why", "not measured side by side")
     deps = change.get("dependencies_differ") or {}

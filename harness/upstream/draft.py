@@ -218,7 +218,10 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
         out.append(f"- standalone: {before}: {_samples(lead_outcome['before_samples'])}; "
                    f"{after}: {_samples(lead_outcome['after_samples'])}")
     if found.get("before_samples"):
-        out.append(f"- side by side: {before}: {_samples(found['before_samples'])}; {after}: "
+        again = found.get("measured_again")
+        anew = (f" (measured again {again['at'][:10]}; {again['withdrawn']} earlier samples withdrawn: "
+                f"{again['reason']})") if again else ""
+        out.append(f"- side by side{anew}: {before}: {_samples(found['before_samples'])}; {after}: "
                    f"{_samples(found['after_samples'])}")
     if held.get("before_samples"):
         out.append(f"- gradmem's own pass beside the script: {before}: {_samples(held['before_samples'])}; "

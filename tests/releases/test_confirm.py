@@ -195,6 +195,12 @@ def test_measure_again_withdraws_the_named_pairs_samples_keeps_them_and_measures
     changes, _ = flagged(out)
     real = changes[("1.8.0", "1.9.0")]["confirmation"]
     assert real["status"] == "confirmed" and real["pairs"] == 5  # from the new samples alone
+    # and it says it was measured again, why, and how many samples went
+    assert real["measured_again"]["withdrawn"] == 10
+    assert real["measured_again"]["reason"] == "planted: a broken environment"
+    assert "measured again" not in json.dumps(changes[("1.7.0", "1.8.0")]["confirmation"])
+    assert "(10 earlier samples withdrawn: planted: a broken environment)" in confirm.line(changes[("1.8.0", "1.9.0")])
+    assert "10 earlier samples withdrawn: planted: a broken environment" in (out / "autograd.html").read_text()
 
 
 def test_the_rank_sum_test_is_exact():
