@@ -1,6 +1,6 @@
-"""jax 0.7.0: retained of an eager jax.vjp training step rises by 1.37 MiB (+16.2%) from 0.6.2 (chained_dot, CPU)
+"""jax 0.7.0: retained of an eager jax.vjp training step rises by 1.09 MiB (+12.4%) from 0.6.2 (chained_dot, CPU)
 
-gradmem found retained of chained_dot (eager) move from 8.43 MiB at 0.6.2 to 9.80 MiB at 0.7.0 (id jax:chained_dot:eager:retained:0.6.2->0.7.0).
+gradmem found retained of chained_dot (eager) move from 8.77 MiB at 0.6.2 to 9.86 MiB at 0.7.0 (id jax:chained_dot:eager:retained:0.6.2->0.7.0).
 
 Standalone: imports only jax, NumPy and the standard library. Run it once under each
 release (a fresh environment with that release and NumPy installed):

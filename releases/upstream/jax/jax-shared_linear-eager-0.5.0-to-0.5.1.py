@@ -1,4 +1,4 @@
-"""jax 0.5.1: first-step peak of a eager jax.vjp training step rises by 2.78 MiB (+6.8%) from 0.5.0 (shared_linear, CPU)
+"""jax 0.5.1: first-step peak of an eager jax.vjp training step rises by 2.78 MiB (+6.8%) from 0.5.0 (shared_linear, CPU)
 
 gradmem found first_step_peak of shared_linear (eager) move from 40.65 MiB at 0.5.0 to 43.43 MiB at 0.5.1 (id jax:shared_linear:eager:first_step_peak:0.5.0->0.5.1).
 

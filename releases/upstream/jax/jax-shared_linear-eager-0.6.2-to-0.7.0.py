@@ -1,6 +1,6 @@
-"""jax 0.7.0: footprint of an eager jax.vjp training step rises by 4.00 MiB (+10.1%) from 0.6.2 (shared_linear, CPU)
+"""jax 0.7.0: footprint of an eager jax.vjp training step rises by 2.38 MiB (+5.8%) from 0.6.2 (shared_linear, CPU)
 
-gradmem found footprint of shared_linear (eager) move from 39.52 MiB at 0.6.2 to 43.52 MiB at 0.7.0 (id jax:shared_linear:eager:footprint:0.6.2->0.7.0).
+gradmem found footprint of shared_linear (eager) move from 41.19 MiB at 0.6.2 to 43.56 MiB at 0.7.0 (id jax:shared_linear:eager:footprint:0.6.2->0.7.0).
 
 Standalone: imports only jax, NumPy and the standard library. Run it once under each
 release (a fresh environment with that release and NumPy installed):
