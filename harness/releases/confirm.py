@@ -364,12 +364,18 @@ def measured_again(withdrawn):
     return out
 
 
+def withdrawn_words(again):
+    """'N earlier samples withdrawn: REASON' of a confirmation's "measured_again" (the
+    page's line and the report draft say it alike)."""
+    return f"{again['withdrawn']} earlier samples withdrawn: {again['reason']}"
+
+
 def again_note(found):
     """'; measured again DATE (N samples withdrawn: REASON)' for a pair measured anew, else ''."""
     again = found.get("measured_again")
     if not again:
         return ""
-    return f"; measured again {again['at'][:10]} ({again['withdrawn']} earlier samples withdrawn: {again['reason']})"
+    return f"; measured again {again['at'][:10]} ({withdrawn_words(again)})"
 
 
 def tally(changes):

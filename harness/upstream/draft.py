@@ -219,8 +219,7 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
                    f"{after}: {_samples(lead_outcome['after_samples'])}")
     if found.get("before_samples"):
         again = found.get("measured_again")
-        anew = (f" (measured again {again['at'][:10]}; {again['withdrawn']} earlier samples withdrawn: "
-                f"{again['reason']})") if again else ""
+        anew = f" (measured again {again['at'][:10]}; {confirm.withdrawn_words(again)})" if again else ""
         out.append(f"- side by side{anew}: {before}: {_samples(found['before_samples'])}; {after}: "
                    f"{_samples(found['after_samples'])}")
     if held.get("before_samples"):
