@@ -105,7 +105,9 @@ def add_arguments(parser):
         "--measure-again", default=None, metavar="REASON",
         help="with --confirm and --workload/--mode/--from/--to: withdraw the side-by-side samples held for the "
              "pairs those name (moved to FRAMEWORK.confirm.withdrawn.jsonl, each with REASON, e.g. 'measured with "
-             "stale bytecode') and measure the pairs anew; for samples known to be wrong, never to redraw a verdict",
+             "stale bytecode') and measure the pairs anew; with --resume and --from/--to (--workload/--mode "
+             "narrow it): the sweep's records of those releases, every round, moved to FRAMEWORK.withdrawn.jsonl, "
+             "and swept anew; for figures known to be wrong, never to redraw a verdict",
     )
     parser.add_argument("--pairs", type=int, default=confirm.PAIRS,
                         help=f"with --confirm: interleaved pairs per change (default {confirm.PAIRS}); a store "
@@ -181,16 +183,23 @@ def check(args):
 
 
 def _check_measure_again(args):
-    if not args.confirm:
-        raise choices.ChoiceError("--measure-again withdraws a confirmation's samples and measures their pairs anew: "
-                                  "it goes with --confirm")
+    if not (args.confirm or args.resume):
+        raise choices.ChoiceError("--measure-again withdraws what a store holds and measures it anew: with --confirm "
+                                  "the side-by-side samples of the pairs named, with --resume the sweep's records of "
+                                  "the releases named")
     if not args.measure_again.strip():
-        raise choices.ChoiceError("--measure-again needs a reason, kept with every sample it withdraws (e.g. "
-                                  "'measured with stale bytecode')")
-    if args.workload == "all" and args.mode is None and args.first is None and args.last is None:
+        raise choices.ChoiceError("--measure-again needs a reason, kept with every sample or record it withdraws "
+                                  "(e.g. 'measured with stale bytecode')")
+    if args.confirm and args.workload == "all" and args.mode is None and args.first is None and args.last is None:
         raise choices.ChoiceError("--measure-again withdraws the samples of the pairs named: name them with "
                                   "--workload, --mode, --from or --to (a whole store's confirmation is hours of "
                                   "measuring)")
+    if args.resume and (args.first is None or args.last is None):
+        raise choices.ChoiceError("--resume --measure-again withdraws the sweep records of the releases named: name "
+                                  "them with --from and --to (a whole store's sweep is hours of measuring)")
+    if args.retry:
+        raise choices.ChoiceError("--measure-again measures every record of the cells named again; --retry only "
+                                  "those of some statuses: one or the other")
 
 
 def main(args):
@@ -227,6 +236,8 @@ def main(args):
             f"what is missing, or another --out"
         )
     store.seed_rounds(out, adapter.name, args.repeats)
+    if args.measure_again:
+        _withdraw(adapter, sweep, args)
     started = time.monotonic()
     with interrupts.handling():
         try:
@@ -235,7 +246,8 @@ def main(args):
                 if code:
                     store.merge(out, adapter.name, args.repeats)
                     print(f"stopped: the records so far are in {store.merged_path(out, adapter.name)}; "
-                          f"rerun with --resume", flush=True)
+                          f"rerun with --resume{' (without --measure-again)' if args.measure_again else ''}",
+                          flush=True)
                     return code
         except KeyboardInterrupt as stop:
             store.merge(out, adapter.name, args.repeats)
@@ -247,6 +259,21 @@ def main(args):
                                           "grid": {"workload": args.workload, "mode": args.mode, "size": args.size,
                                                    "dtype": args.dtype, "repeats": args.repeats}})
     return _publish(adapter, args)
+
+
+def _withdraw(adapter, sweep, args):
+    """--resume --measure-again: every record of the cells named at each release of
+    `sweep`, all rounds, moved to FRAMEWORK.withdrawn.jsonl with the reason, before
+    anything is measured (so a stopped run goes on with --resume alone); the loop then
+    finds them missing and measures them anew."""
+    out, name = args.out, adapter.name
+    at = time.strftime("%Y-%m-%dT%H:%M:%S")
+    taken = sum(store.withdraw(out, name, release.version, {resume.key(c) for c in _cells(adapter, release.version, args)},
+                               args.measure_again, at)
+                for release in sweep)
+    store.merge(out, name, args.repeats)
+    print(f"{name}: {taken} record(s) of {len(sweep)} release(s) withdrawn to "
+          f"{store.sweep_withdrawn_path(out, name)} ({args.measure_again}); measured anew", flush=True)
 
 
 def _cells(adapter, release, args):
@@ -353,7 +380,9 @@ def _publish(adapter, args):
     results.write_json_atomic(store.changes_path(out, name), report)
     path = os.path.join(out, f"{name}.html")
     write_text_atomic(path, page.render(name, records, report, store.read_envs(out, name), store.read_meta(out, name),
-                                        upstream=upstream_store.read_outcomes(out, name), leak=leak))
+                                        upstream=upstream_store.read_outcomes(out, name), leak=leak,
+                                        swept_again=store.measured_again(
+                                            resume.records_in(store.sweep_withdrawn_path(out, name)))))
     print(detect.summary(report), flush=True)
     print(confirm.summary(report), flush=True)
     print(f"records {store.merged_path(out, name)}; changes {store.changes_path(out, name)}; page {path}", flush=True)

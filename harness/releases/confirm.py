@@ -52,7 +52,7 @@ import math
 import statistics
 
 from harness import figures, origin
-from harness.releases import detect
+from harness.releases import detect, store
 from harness.report.fmt import signed_percent
 from harness.versions import index
 
@@ -350,24 +350,18 @@ def attach(document, records, withdrawn=()):
 def measured_again(withdrawn):
     """{group key: {"withdrawn": n, "reason", "at"}} of the withdrawn samples (the latest
     withdrawal's reason and time where a pair was measured again more than once)."""
-    out = {}
-    for record in withdrawn:
-        pair, stamp = record.get(PAIR_KEY), record.get("withdrawn") or {}
-        if not pair or "->" not in pair:
-            continue
-        before, after = pair.split("->", 1)
-        key = (record.get("workload"), record.get("mode"), before, after)
-        held = out.setdefault(key, {"withdrawn": 0, "reason": "", "at": ""})
-        held["withdrawn"] += 1
-        if stamp.get("at", "") >= held["at"]:
-            held["reason"], held["at"] = stamp.get("reason", ""), stamp.get("at", "")
-    return out
+    def pair_key(record):
+        before, arrow, after = str(record.get(PAIR_KEY) or "").partition("->")
+        return (record.get("workload"), record.get("mode"), before, after) if arrow else None
+
+    return store.measured_again(withdrawn, pair_key)
 
 
-def withdrawn_words(again):
+def withdrawn_words(again, what="samples"):
     """'N earlier samples withdrawn: REASON' of a confirmation's "measured_again" (the
-    page's line and the report draft say it alike)."""
-    return f"{again['withdrawn']} earlier samples withdrawn: {again['reason']}"
+    page's line and the report draft say it alike; `what`: "records" for a release swept
+    again, store.measured_again)."""
+    return f"{again['withdrawn']} earlier {what} withdrawn: {again['reason']}"
 
 
 def again_note(found):

@@ -41,11 +41,12 @@ W, H, LEFT, BOTTOM, TOP, PAD = 300, 150, 58, 44, 22, 8
 VERDICT_MARKS = {"grows": "▲", "settles": "◆", "flat": "○", "inconclusive": "?", "mixed": "±"}
 
 
-def render(framework, records, document, env_info, meta, upstream=None, leak=()):
+def render(framework, records, document, env_info, meta, upstream=None, leak=(), swept_again=None):
     """The page; `upstream`: the standalone outcomes (harness/upstream/store.py,
     FRAMEWORK.upstream.json), said beside each actionable change's line and counted;
     `leak`: the leak-only pass's records (FRAMEWORK.leak.jsonl), read for the growth per
-    step and its verdicts alone."""
+    step and its verdicts alone; `swept_again`: store.measured_again of the withdrawn
+    sweep records, said in each such release's row."""
     releases = sorted({r.get("version") for r in records if r.get("version")}, key=index.sort_key)
     changes = document["changes"]
     modes = sorted({r["mode"] for r in records})
@@ -84,7 +85,7 @@ def render(framework, records, document, env_info, meta, upstream=None, leak=())
 <h2>Figures against the release</h2>{''.join(sections)}
 <section id="changes"><h2>Changes</h2>{_confirmed_first(document, upstream)}</section>
 <section id="flat"><h2>What stayed flat</h2>{_flat(document)}</section>
-<section id="releases"><h2>Releases and their environments</h2>{_releases(releases, records, env_info, meta)}</section>
+<section id="releases"><h2>Releases and their environments</h2>{_releases(releases, records, env_info, meta, swept_again or {})}</section>
 </body></html>
 """
 
@@ -338,7 +339,7 @@ def _disk(info):
     return f"{human_bytes(total)} ({human_bytes(max(total - shared, 0))})"
 
 
-def _releases(releases, records, env_info, meta):
+def _releases(releases, records, env_info, meta, swept_again):
     uploaded = meta.get("uploaded") or {}
     # the Python most releases ran with; another one is named in its row (the source the
     # detector's "python differs" reads too)
@@ -355,6 +356,9 @@ def _releases(releases, records, env_info, meta):
         for r in mine:
             counts[r.get("status")] = counts.get(r.get("status"), 0) + 1
         status = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        again = swept_again.get(release)
+        if again:
+            status += f"; measured again {again['at'][:10]} ({confirm.withdrawn_words(again, 'records')})"
         reason = info.get("unavailable") or next((r.get("message") for r in mine if r.get("status") != "ok"), "")
         deps = ", ".join(f"{d} {versions[d]}" for d in ("numpy", "scipy", "jaxlib") if versions.get(d))
         if python_of.get(release) and python_of[release].split(".")[:2] != usual_python:  # interpreters.py chose another

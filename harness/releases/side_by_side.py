@@ -80,9 +80,6 @@ def one_run(path, what="harness releases --confirm"):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-WITHDRAWN_KEY = "withdrawn"  # on a withdrawn sample: {"reason", "at"}
-
-
 def withdraw(out, framework, keys, reason):
     """Move every held sample of the group keys `keys` (wanted()'s) from
     FRAMEWORK.confirm.jsonl to FRAMEWORK.confirm.withdrawn.jsonl, each tagged with
@@ -113,7 +110,7 @@ def withdraw(out, framework, keys, reason):
     stamp = {"reason": reason, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
     with interrupts.deferred():  # both files whole: a stop waits for the move to end
         for record in taken:
-            results.append_record(store.withdrawn_path(out, framework), dict(record, **{WITHDRAWN_KEY: stamp}))
+            results.append_record(store.withdrawn_path(out, framework), dict(record, **{store.WITHDRAWN_KEY: stamp}))
         results.write_lines(path, kept)
     return len(taken)
 

@@ -15,6 +15,10 @@
     DIR/FRAMEWORK.confirm.withdrawn.jsonl  samples taken out of the confirmation by
                                  `--confirm --measure-again REASON` (side_by_side.withdraw),
                                  each with its reason: judged by nothing, never lost
+    DIR/FRAMEWORK.withdrawn.jsonl  sweep records taken out by `--resume --measure-again
+                                 REASON` (withdraw), each with its round and reason, their
+                                 cells then measured anew: read by nothing but the page's
+                                 note, never lost
     DIR/FRAMEWORK.leak.jsonl     the leak-only pass (leak_pass.py): the growth per step of
                                  the cells whose records lack it, read for that figure only
     DIR/FRAMEWORK.html           the page (harness/releases/page.py)
@@ -33,7 +37,7 @@ record is the schema `harness report` already reads.
 import json
 import os
 
-from harness import results
+from harness import interrupts, results
 from harness.sweep import resume
 from harness.versions import index
 
@@ -138,28 +142,76 @@ def write_env(out, framework, version, info):
     results.write_json_atomic(envs_path(out, framework), known)
 
 
+def _take(out, framework, taken, keep_taken=None):
+    """Take the records for which `taken(record)` is true out of every round file;
+    `keep_taken(record, round)` is called for each first (with nothing lost if the
+    process dies between the two: a record then stands in both places, never in
+    neither). Returns how many."""
+    count = 0
+    for number in range(1, rounds_held(out, framework, 1) + 1):
+        path = round_path(out, framework, number)
+        held = resume.records_in(path)
+        kept = [r for r in held if not taken(r)]
+        if len(kept) != len(held):
+            with interrupts.deferred():  # a stop waits for the round file to be whole
+                if keep_taken is not None:
+                    for record in held:
+                        if taken(record):
+                            keep_taken(record, number)
+                results.write_records(path, kept)
+            count += len(held) - len(kept)
+    return count
+
+
 def forget(out, framework, version, statuses, keys):
     """Drop `version`'s records whose status is one of `statuses` and whose cell key
     (sweep.resume.key) is in `keys`, from every round (--retry: the cells are measured
     again, and the old records must not stand beside the new ones); a retried
     `unavailable` also leaves the release's environment entry. Returns how many."""
-    def dropped(record):
-        return (record.get("version") == version and record.get("status") in statuses
-                and resume.key(record) in keys)
-
-    count = 0
-    for number in range(1, rounds_held(out, framework, 1) + 1):
-        path = round_path(out, framework, number)
-        held = resume.records_in(path)
-        kept = [r for r in held if not dropped(r)]
-        if len(kept) != len(held):
-            results.write_records(path, kept)
-            count += len(held) - len(kept)
+    count = _take(out, framework, lambda r: (r.get("version") == version and r.get("status") in statuses
+                                             and resume.key(r) in keys))
     known = read_envs(out, framework)
     if count and "unavailable" in statuses and "unavailable" in known.get(version, {}):
         known.pop(version)
         results.write_json_atomic(envs_path(out, framework), known)
     return count
+
+
+WITHDRAWN_KEY = "withdrawn"  # on a withdrawn record or sample: {"reason", "at"}
+
+
+def withdraw(out, framework, version, keys, reason, at):
+    """Move `version`'s records whose cell key (sweep.resume.key) is in `keys`, whatever
+    their status, from every round to FRAMEWORK.withdrawn.jsonl, each tagged with its
+    round and {"reason": `reason`, "at": `at`} (`--resume --measure-again`: records known
+    to be wrong, measured again; never lost). Returns how many; the caller merges."""
+    stamp = {"reason": reason, "at": at}
+
+    def keep(record, number):
+        results.append_record(sweep_withdrawn_path(out, framework),
+                              dict(compact(record), **{ROUND_KEY: number, WITHDRAWN_KEY: stamp}))
+
+    return _take(out, framework, lambda r: r.get("version") == version and resume.key(r) in keys, keep)
+
+
+def measured_again(withdrawn, key_of=lambda record: record.get("version")):
+    """{key_of(record): {"withdrawn": n, "reason", "at"}} of withdrawn records (by
+    release, by default; confirm.measured_again: by pair), with the latest withdrawal's
+    reason and time where one was measured again more than once."""
+    out = {}
+    for record in withdrawn:
+        key, stamp = key_of(record), record.get(WITHDRAWN_KEY)
+        if key is None or not isinstance(stamp, dict):
+            continue
+        held = out.setdefault(key, {"withdrawn": 0, "reason": "", "at": ""})
+        held["withdrawn"] += 1
+        if str(stamp.get("at") or "") >= held["at"]:
+            held["reason"], held["at"] = str(stamp.get("reason") or ""), str(stamp.get("at") or "")
+    return out
+
+
+def sweep_withdrawn_path(out, framework):
+    return os.path.join(out, f"{framework}.withdrawn.jsonl")
 
 
 def confirm_path(out, framework):

@@ -163,11 +163,13 @@ def test_bad_confirm_options_exit_2(store, capsys, extra, says):
     assert says in capsys.readouterr().err and measurer.measured == []
 
 
-def test_measure_again_is_refused_without_confirm(store, capsys):
+def test_measure_again_is_refused_without_confirm_or_resume(store, capsys):
     out, measurer = store
     assert cli.main(["releases", "--framework", "autograd", "--out", str(out), "--from", "1.8.0",
                      "--measure-again", "stale"]) == 2
-    assert "--measure-again withdraws a confirmation's samples" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "--measure-again withdraws what a store holds and measures it anew: with --confirm" in said
+    assert "with --resume the sweep's records of the releases named" in said
 
 
 def test_measure_again_withdraws_the_named_pairs_samples_keeps_them_and_measures_anew(store, capsys):

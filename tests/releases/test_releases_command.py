@@ -44,6 +44,10 @@ def releases(*extra):
         (["--retry", "error"], "--retry re-measures cells of an existing sweep: it needs --resume"),
         (["--resume", "--retry", "slow"], "unknown retry status 'slow'"),
         (["--torch-index", "pypi"], "--torch-index says where torch releases come from: it needs --framework torch"),
+        (["--resume", "--from", "1.7.0", "--measure-again", "stale"],
+         "--resume --measure-again withdraws the sweep records of the releases named: name them with --from and --to"),
+        (["--resume", "--from", "1.7.0", "--to", "1.7.0", "--measure-again", "stale", "--retry", "error"],
+         "--measure-again measures every record of the cells named again; --retry only those of some statuses"),
     ],
 )
 def test_bad_input_exits_2(fake_index, capsys, monkeypatch, extra, says):
@@ -111,6 +115,44 @@ def test_an_uninstallable_release_is_recorded_and_the_sweep_goes_on(fake_index, 
     records = results.read_records(store.merged_path(str(out), "autograd"))
     assert [(r["version"], r["status"]) for r in records] == [("1.7.0", "unavailable"), ("1.8.0", "unavailable")]
     assert all("still no wheel" in r["message"] for r in records)
+
+
+def test_measure_again_withdraws_the_named_releases_records_keeps_them_and_sweeps_anew(fake_index, monkeypatch,
+                                                                                       capsys):
+    """--resume --measure-again REASON: the records of the releases named (every round)
+    move to FRAMEWORK.withdrawn.jsonl with the reason and are measured anew; the other
+    releases' records stay; the page's release row says so. (Uninstallable releases make
+    records without building anything: the move is the same for every status.)"""
+    def refuse(message):
+        def install(adapter, version, torch_index=None, requires_python=None):
+            tried.append(version)
+            raise Unavailable(f"pip install failed (exit 1); the installer's last lines:\n{message}")
+        return install
+
+    tried = []
+    out = fake_index / "out"
+    sweep = ["--from", "1.7.0", "--workload", "chained_dot", "--size", "tiny", "--out", str(out)]
+    monkeypatch.setattr(envs, "for_version", refuse("first build"))
+    assert releases(*sweep) == 0 and tried == ["1.7.0", "1.8.0"]
+    tried.clear()
+    monkeypatch.setattr(envs, "for_version", refuse("second build"))
+    assert releases(*sweep[:-2], "--out", str(out), "--resume", "--to", "1.7.0",
+                    "--measure-again", "planted: a broken environment") == 0
+    assert tried == ["1.7.0"]  # only the release named
+    said = capsys.readouterr().out
+    assert f"autograd: 1 record(s) of 1 release(s) withdrawn to {out / 'autograd.withdrawn.jsonl'}" in said
+    records = results.read_records(store.merged_path(str(out), "autograd"))
+    assert sorted((r["version"], r["message"].splitlines()[-1]) for r in records) == [
+        ("1.7.0", "second build"), ("1.8.0", "first build")]
+    [withdrawn] = results.read_records(store.sweep_withdrawn_path(str(out), "autograd"))
+    assert (withdrawn["version"], withdrawn[store.ROUND_KEY], withdrawn["withdrawn"]["reason"]) == (
+        "1.7.0", 1, "planted: a broken environment")
+    assert "first build" in withdrawn["message"]
+    page = (out / "autograd.html").read_text()
+    assert "measured again " in page and "1 earlier records withdrawn: planted: a broken environment" in page
+    # a plain --resume measures nothing again: the withdrawn records stay withdrawn
+    monkeypatch.setattr(envs, "for_version", lambda *a, **k: pytest.fail("measured again without being asked"))
+    assert releases(*sweep, "--resume") == 0
 
 
 def test_a_release_pip_does_not_offer_here_is_unavailable_not_a_refusal(fake_index, monkeypatch, capsys):

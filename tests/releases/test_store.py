@@ -110,3 +110,25 @@ def test_the_page_names_the_python_the_detector_compares(tmp_path):
     assert {c["dependencies_differ"]["python"][1] for c in document["changes"]} == {"3.12.3"}
     html = page.render("jax", records, document, env_info, {})
     assert html.count("Python 3.12.3") == 1  # the release run by the other Python, in its row
+
+
+def test_withdraw_moves_every_round_of_the_cells_named_and_nothing_else(tmp_path):
+    """--resume --measure-again: the release's records of the cells named leave every
+    round, whatever their status, each kept in FRAMEWORK.withdrawn.jsonl with its round
+    and the reason; another cell or release stays; store.measured_again counts them."""
+    out = str(tmp_path)
+    other_cell = dict(_record("0.10.2"), workload="unet")
+    for number in (1, 2):
+        results.write_records(store.round_path(out, "jax", number),
+                              [_record("0.10.2", peak=number), other_cell, _record("0.11.0")])
+    taken = store.withdraw(out, "jax", "0.10.2", {resume.key(_record("0.10.2"))}, "stale bytecode", "2026-12-03T18:00:00")
+    assert taken == 2
+    for number in (1, 2):
+        held = resume.records_in(store.round_path(out, "jax", number))
+        assert [(r["version"], r["workload"]) for r in held] == [("0.10.2", "unet"), ("0.11.0", "chained_dot")]
+    withdrawn = resume.records_in(store.sweep_withdrawn_path(out, "jax"))
+    assert [(r[store.ROUND_KEY], r["message"], r["withdrawn"]["reason"]) for r in withdrawn] == [
+        (1, "peak 1", "stale bytecode"), (2, "peak 2", "stale bytecode")]
+    assert store.measured_again(withdrawn) == {
+        "0.10.2": {"withdrawn": 2, "reason": "stale bytecode", "at": "2026-12-03T18:00:00"}}
+    assert [r[store.ROUND_KEY] for r in store.merge(out, "jax", 2)] == [1, 1, 2, 2]
