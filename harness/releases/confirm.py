@@ -364,12 +364,17 @@ def withdrawn_words(again, what="samples"):
     return f"{again['withdrawn']} earlier {what} withdrawn: {again['reason']}"
 
 
-def again_note(found):
-    """'; measured again DATE (N samples withdrawn: REASON)' for a pair measured anew, else ''."""
-    again = found.get("measured_again")
+def again_words(again, what="samples"):
+    """'; measured again DATE (N earlier samples withdrawn: REASON)' of a "measured_again"
+    entry (a pair's, or with what="records" a release's, store.measured_again), else ''."""
     if not again:
         return ""
-    return f"; measured again {again['at'][:10]} ({withdrawn_words(again)})"
+    return f"; measured again {again['at'][:10]} ({withdrawn_words(again, what)})"
+
+
+def again_note(found):
+    """again_words of a change whose pair was measured anew, else ''."""
+    return again_words(found.get("measured_again"))
 
 
 def tally(changes):

@@ -356,9 +356,7 @@ def _releases(releases, records, env_info, meta, swept_again):
         for r in mine:
             counts[r.get("status")] = counts.get(r.get("status"), 0) + 1
         status = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        again = swept_again.get(release)
-        if again:
-            status += f"; measured again {again['at'][:10]} ({confirm.withdrawn_words(again, 'records')})"
+        status += confirm.again_words(swept_again.get(release), "records")
         reason = info.get("unavailable") or next((r.get("message") for r in mine if r.get("status") != "ok"), "")
         deps = ", ".join(f"{d} {versions[d]}" for d in ("numpy", "scipy", "jaxlib") if versions.get(d))
         if python_of.get(release) and python_of[release].split(".")[:2] != usual_python:  # interpreters.py chose another

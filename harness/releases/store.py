@@ -150,16 +150,15 @@ def _take(out, framework, taken, keep_taken=None):
     count = 0
     for number in range(1, rounds_held(out, framework, 1) + 1):
         path = round_path(out, framework, number)
-        held = resume.records_in(path)
-        kept = [r for r in held if not taken(r)]
-        if len(kept) != len(held):
+        kept, gone = [], []
+        for record in resume.records_in(path):
+            (gone if taken(record) else kept).append(record)
+        if gone:
             with interrupts.deferred():  # a stop waits for the round file to be whole
-                if keep_taken is not None:
-                    for record in held:
-                        if taken(record):
-                            keep_taken(record, number)
+                for record in gone if keep_taken is not None else ():
+                    keep_taken(record, number)
                 results.write_records(path, kept)
-            count += len(held) - len(kept)
+            count += len(gone)
     return count
 
 
