@@ -16,6 +16,7 @@ reports, read through the registry.
 import time
 
 from harness import figures, interrupts
+from harness.releases import detect
 from harness.sweep import cells
 from harness.sweep.cell_runner import Options
 from harness.sweep.memory_passes import MemoryPasses
@@ -35,9 +36,11 @@ def held(samples, group):
 
 
 def run_group(out, framework, group, workload, mode, size, releases, runs, torch_index=None, timeout_s=600.0,
-              say=print):
+              growth=False, say=print):
     """The harness's memory pass of the group's two cells, `runs` ok ones a side,
-    interleaved; returns {release: {index: run}}."""
+    interleaved; returns {release: {index: run}}. With `growth` (a change of the growth
+    per step) the leak phase gets the store's budgets (detect.GROWTH_BUDGETS_S), as the
+    leak-only pass that measured it did."""
     todo = []
     have = held(store.read_samples(out, framework), group)
     for index in range(1, runs + 1):
@@ -46,7 +49,7 @@ def run_group(out, framework, group, workload, mode, size, releases, runs, torch
                 todo.append((index, release))
     if todo:
         options = Options(warmup=1, repeat=3, time_budget_s=1.0, timeout_s=timeout_s, prediction=False,
-                          torch_index=torch_index)
+                          torch_index=torch_index, leak_budgets_s=detect.GROWTH_BUDGETS_S if growth else None)
         plan = [cells.expand([workload], [(framework, release)], [size], ["float32"], ["cpu"], [mode])[0]
                 for _, release in todo]
         with MemoryPasses(options, reference=True) as passes:

@@ -11,9 +11,9 @@ commands to reproduce it, standalone and in gradmem.
 
 from harness import figures, frameworks
 from harness.diff import compare
-from harness.releases import confirm
+from harness.releases import confirm, detect
 from harness.report.fmt import signed_percent
-from harness.upstream import ids, store, verdict
+from harness.upstream import ids, probe, store, verdict
 from harness.units import MIB
 
 #: how a mode's step is named in a title
@@ -21,6 +21,8 @@ STEP_NAMES = {("torch", "compiled"): "torch.compile", ("jax", "compiled"): "jax.
               ("tensorflow", "compiled"): "tf.function", ("torch", "eager"): "eager autograd",
               ("jax", "eager"): "eager jax.vjp", ("tensorflow", "eager"): "eager GradientTape"}
 TOP_OPS = 3
+#: what a figure's amount is per (the growth per step is bytes a step)
+PER_STEP = {detect.GROWTH: " a step"}
 
 
 def mib(value):
@@ -31,8 +33,24 @@ def signed_mib(value):
     return "–" if value is None else f"{value / MIB:+.2f} MiB"
 
 
-def _samples(values):
-    return ", ".join(f"{v / MIB:.2f}" for v in values)
+def amount(figure, value):
+    """`value` of the figure named `figure` in its unit: MiB, or KiB a step for the growth
+    per step (detect.fmt, as the release page writes it)."""
+    return "–" if value is None else detect.fmt(figure, value) + PER_STEP.get(figure, "")
+
+
+def signed_amount(figure, value):
+    return "–" if value is None else ("+" if value >= 0 else "-") + amount(figure, abs(value))
+
+
+def unit(figure):
+    """The figure's unit as its samples are listed: 'MiB', 'KiB a step'."""
+    return detect.fmt(figure, 0).split()[-1] + PER_STEP.get(figure, "")
+
+
+def _samples(values, figure):
+    """The numbers of `values` in the figure's unit (unit() names it once, above them)."""
+    return ", ".join(amount(figure, v).split()[0] for v in values)
 
 
 def title(framework, change):
@@ -44,7 +62,7 @@ def title(framework, change):
     rel = f" ({signed_percent(found['relative'])})" if found.get("relative") is not None else ""
     article = "an" if step[0] in "aeiou" else "a"
     return (f"{framework} {change['release']}: {figure.label} of {article} {step} training step {verb} by "
-            f"{abs(delta) / MIB:.2f} MiB{rel} from {change['before_release']} ({change['workload']}, CPU)")
+            f"{amount(figure.name, abs(delta))}{rel} from {change['before_release']} ({change['workload']}, CPU)")
 
 
 def _median_record(records, figure):
@@ -96,7 +114,8 @@ def _where(framework, change, env_info):
     search = change.get("commit_search")
     if search and search.get("kind") == "culprit":
         return [f"Bisected by gradmem's stage 2 to commit **{search['first_bad']}** (last good "
-                f"{search.get('last_good', '?')}; {mib(search.get('good_figure'))} -> {mib(search.get('bad_figure'))}).",
+                f"{search.get('last_good', '?')}; {amount(change['figure'], search.get('good_figure'))} -> "
+                f"{amount(change['figure'], search.get('bad_figure'))}).",
                 "", f"```bash\n{search.get('command', '')}\n```"]
     lines = []
     commits = [(env_info.get(r) or {}).get("versions", {}).get(f"{framework}.git_version")
@@ -152,7 +171,17 @@ PHRASES = {
     "first_step_peak": "the peak memory of the first, cold training step (**first-step peak**: tracing, compiling)",
     "first_step_footprint": "the first, cold training step's memory with what {framework} keeps (**first-step "
                             "footprint**)",
+    detect.GROWTH: "the memory {framework} keeps gaining with every steady training step (**growth per step**: its "
+                   "own pages, read at each step's start, over the second half of a run of steady steps)",
 }
+
+
+#: how the growth per step is measured, where the draft reports a change of it
+GROWTH_HOW = (" For the growth per step the script runs {steps} steady steps instead of three (the longer run of "
+              "gradmem's leak phase), reads the framework's own pages (RssAnon + RssShmem) at each one's start after "
+              "`gc.collect()` + `malloc_trim(0)`, and reports the Theil-Sen slope (the median of the pairwise "
+              "slopes, which one jump barely moves) of the second half: growth still going on at the end, where a "
+              "cache that fills and stops is not counted.").format(steps=probe.GROWTH_STEPS)
 
 
 def _phrase(figure, framework):
@@ -193,39 +222,41 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
     out += ["## What changed", "",
             f"From {framework} {before} to {after}, {_phrase(figure, framework)}, training the "
             f"`{lead['workload']}` workload ({lead['mode']}: {step}) on the CPU, float32, size {lead.get('size', 'small')}, "
-            f"went from {mib(found.get('before'))} to {mib(found.get('after'))} "
-            f"({signed_mib(found.get('delta'))}, {signed_percent(found['relative']) if found.get('relative') is not None else '–'}): "
+            f"went from {amount(figure.name, found.get('before'))} to {amount(figure.name, found.get('after'))} "
+            f"({signed_amount(figure.name, found.get('delta'))}"
+            f"{', ' + signed_percent(found['relative']) if found.get('relative') is not None else ''}): "
             f"measured by gradmem with the two releases interleaved, and by the standalone script below with nothing "
             f"but {framework} and NumPy installed.", ""]
     out += ["| measured by | " + before + " | " + after + " | change |", "|---|---|---|---|"]
     if lead_outcome.get("before") is not None:
         share = f", {lead_outcome['share']:.0%} of gradmem's" if lead_outcome.get("share") is not None else ""
         out.append(f"| the standalone script ({len(lead_outcome['before_samples'])} + {len(lead_outcome['after_samples'])} "
-                   f"runs, fresh processes, interleaved; p = {lead_outcome['p']:.3g}) | {mib(lead_outcome['before'])} | "
-                   f"{mib(lead_outcome['after'])} | {signed_mib(lead_outcome['delta'])}{share} |")
+                   f"runs, fresh processes, interleaved; p = {lead_outcome['p']:.3g}) | {amount(figure.name, lead_outcome['before'])} | "
+                   f"{amount(figure.name, lead_outcome['after'])} | {signed_amount(figure.name, lead_outcome['delta'])}{share} |")
     held = lead_outcome.get("control") or {}
     if held.get("before") is not None:
         out.append(f"| gradmem's own memory pass, run again beside the script ({len(held['before_samples'])} + "
-                   f"{len(held['after_samples'])}, p = {held['p']:.3g}) | {mib(held['before'])} | {mib(held['after'])} | "
-                   f"{signed_mib(held['delta'])} |")
+                   f"{len(held['after_samples'])}, p = {held['p']:.3g}) | {amount(figure.name, held['before'])} | {amount(figure.name, held['after'])} | "
+                   f"{signed_amount(figure.name, held['delta'])} |")
     if "before" in found:
-        out.append(f"| gradmem, side by side ({found['pairs']} pairs, p = {found['p']:.3g}) | {mib(found['before'])} | "
-                   f"{mib(found['after'])} | {signed_mib(found['delta'])} |")
+        out.append(f"| gradmem, side by side ({found['pairs']} pairs, p = {found['p']:.3g}) | {amount(figure.name, found['before'])} | "
+                   f"{amount(figure.name, found['after'])} | {signed_amount(figure.name, found['delta'])} |")
     out.append(f"| gradmem's release sweep ({len(lead['before_samples'])} + {len(lead['after_samples'])} rounds) | "
-               f"{mib(lead['before'])} | {mib(lead['after'])} | {signed_mib(lead['delta'])} |")
-    out += ["", "Samples (MiB):", ""]
+               f"{amount(figure.name, lead['before'])} | {amount(figure.name, lead['after'])} | {signed_amount(figure.name, lead['delta'])} |")
+    out += ["", f"Samples ({unit(figure.name)}):", ""]
     if lead_outcome.get("before_samples") is not None:
-        out.append(f"- standalone: {before}: {_samples(lead_outcome['before_samples'])}; "
-                   f"{after}: {_samples(lead_outcome['after_samples'])}")
+        out.append(f"- standalone: {before}: {_samples(lead_outcome['before_samples'], figure.name)}; "
+                   f"{after}: {_samples(lead_outcome['after_samples'], figure.name)}")
     if found.get("before_samples"):
         again = found.get("measured_again")
         anew = f" (measured again {again['at'][:10]}; {confirm.withdrawn_words(again)})" if again else ""
-        out.append(f"- side by side{anew}: {before}: {_samples(found['before_samples'])}; {after}: "
-                   f"{_samples(found['after_samples'])}")
+        out.append(f"- side by side{anew}: {before}: {_samples(found['before_samples'], figure.name)}; {after}: "
+                   f"{_samples(found['after_samples'], figure.name)}")
     if held.get("before_samples"):
-        out.append(f"- gradmem's own pass beside the script: {before}: {_samples(held['before_samples'])}; "
-                   f"{after}: {_samples(held['after_samples'])}")
-    out.append(f"- sweep rounds: {before}: {_samples(lead['before_samples'])}; {after}: {_samples(lead['after_samples'])}")
+        out.append(f"- gradmem's own pass beside the script: {before}: {_samples(held['before_samples'], figure.name)}; "
+                   f"{after}: {_samples(held['after_samples'], figure.name)}")
+    out.append(f"- sweep rounds: {before}: {_samples(lead['before_samples'], figure.name)}; "
+               f"{after}: {_samples(lead['after_samples'], figure.name)}")
     if lead_outcome.get("why"):
         out += ["", f"Standalone verdict: {status}: {lead_outcome['why']}."]
     others = members[1:]
@@ -234,10 +265,10 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
         for change in others:
             mine = change.get("confirmation") or {}
             outcome = outcomes.get(ids.of(framework, change)) or {}
-            standalone = (f"; standalone {mib(outcome.get('before'))} -> {mib(outcome.get('after'))}, "
+            standalone = (f"; standalone {amount(change['figure'], outcome.get('before'))} -> {amount(change['figure'], outcome.get('after'))}, "
                           f"{store.label(outcome)}" if outcome.get("before") is not None else
                           f"; {store.label(outcome) or 'not judged standalone'}")
-            out.append(f"- `{ids.of(framework, change)}`: {mib(mine.get('before'))} -> {mib(mine.get('after'))} "
+            out.append(f"- `{ids.of(framework, change)}`: {amount(change['figure'], mine.get('before'))} -> {amount(change['figure'], mine.get('after'))} "
                        f"({mine.get('status', 'pending')}{', actionable' if change.get('actionable') else ''})"
                        + standalone)
     out += ["", "## The workload", "", *_workload(lead, group_size=lead.get("size", "small"))]
@@ -249,7 +280,8 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
             "cold first step, one warm-up step and three steady steps, each after `gc.collect()` + `malloc_trim(0)`, "
             "the median step reported. A step peak is VmHWM after writing 5 to /proc/self/clear_refs at the phase's "
             "start, minus VmRSS at the step's start; retained is RssAnon + RssShmem at a steady step's start above the "
-            "baseline's (library code pages, RssFile, are a figure of their own); footprint = retained + step peak."]
+            "baseline's (library code pages, RssFile, are a figure of their own); footprint = retained + step peak."
+            + GROWTH_HOW * any(c["figure"] == detect.GROWTH for c in members)]
     out += ["", "## Reproduce", "", f"The standalone script: [{script_name}]({script_name}) (the workload's step in "
             f"plain {framework}, its sizes, and the probe; imports only {framework}, NumPy and the standard library).", ""]
     numpy_versions = {r: ((env_info.get(r) or {}).get("versions") or {}).get("numpy") for r in (before, after)}

@@ -16,7 +16,10 @@ file says, and tests run it here. The recipe is docs/measurement.md's memory pas
   the phase's start, minus VmRSS at the step's start; the step's is the largest phase;
 - **retained** is the framework's own pages (RssAnon + RssShmem) at a steady step's
   start above the baseline's; **code pages** the file-backed pages (RssFile) likewise;
-  **footprint** = retained + step peak; the first step's figures likewise.
+  **footprint** = retained + step peak; the first step's figures likewise;
+- **leak**, the growth per step, in the scripts of a change of it only (the part below
+  the second marker): GROWTH_STEPS steady steps, the Theil-Sen slope of the second half
+  of their own-memory readings, as harness/measure/leak.py computes it.
 """
 
 # ---- probe (copied into the scripts from here on) ----
@@ -134,3 +137,29 @@ def report(figures, samples, figure, distributions, environment):
                       "python": platform.python_version(), "platform": platform.platform(),
                       "modules": third_party_modules(),
                       "environment": {k: os.environ.get(k) for k in environment}}))
+
+
+# ---- growth (copied into the scripts of a growth-per-step change from here on) ----
+GROWTH_STEPS = 24  # steady steps read: the leak phase's longer run (harness/measure/leak.py, LONG)
+
+
+def growth_per_step(readings):
+    """Bytes a step that the framework's own memory grows over the second half of
+    `readings` (its own pages at each steady step's settled start, in step order): the
+    Theil-Sen slope, the median of the pairwise slopes, which a single jump barely moves.
+    The second half: growth still going on at the end (a cache that fills and stops is
+    not counted)."""
+    points = list(enumerate(readings))[len(readings) // 2:]
+    slopes = sorted((b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(points) for b in points[i + 1:])
+    if not slopes:
+        return 0.0
+    middle = len(slopes) // 2
+    return float(slopes[middle] if len(slopes) % 2 else (slopes[middle - 1] + slopes[middle]) / 2)
+
+
+def report_growth(figures, samples, figure, distributions, environment):
+    """report(), with the growth per step on stderr in KiB a step (the memory figures it
+    prints in MiB)."""
+    print(f"leak: {figures['leak'] / 1024:.1f} KiB a step (the framework's own pages over the second half of "
+          f"{len(samples)} steady steps)", file=sys.stderr)
+    report(figures, samples, "retained" if figure == "leak" else figure, distributions, environment)

@@ -11,7 +11,7 @@ draft; `publish_page` writes the framework's release page again so its lines say
 import os
 
 from harness import results
-from harness.releases import confirm
+from harness.releases import confirm, detect
 from harness.releases import page as release_page
 from harness.releases import store as release_store
 from harness.upstream import control, draft, ids, runner, script, store, verdict
@@ -43,6 +43,9 @@ class Group:
         self.key = (change["workload"], change["mode"], change["before_release"], change["release"])
         self.id = ids.group_of(framework, self.key)
         self.size = document.get("size") or change.get("size") or "small"
+        # a change of the growth per step: the script measures it (more steady steps), and
+        # gradmem's own pass beside it gets the store's growth budgets
+        self.growth = any(c["figure"] == detect.GROWTH for c in self.judged)
 
     @property
     def releases(self):
@@ -64,10 +67,11 @@ def script_source(group, dtype="float32"):
     lead = group.lead
     found = lead.get("confirmation") or {}
     about = (f"gradmem found {lead['figure']} of {lead['workload']} ({lead['mode']}) move from "
-             f"{draft.mib(found.get('before', lead['before']))} at {lead['before_release']} to "
-             f"{draft.mib(found.get('after', lead['after']))} at {lead['release']} (id {ids.of(group.framework, lead)}).")
+             f"{draft.amount(lead['figure'], found.get('before', lead['before']))} at {lead['before_release']} to "
+             f"{draft.amount(lead['figure'], found.get('after', lead['after']))} at {lead['release']} "
+             f"(id {ids.of(group.framework, lead)}).")
     spec = script.Spec(group.framework, lead["workload"], lead["mode"], group.size, dtype, lead["figure"],
-                       draft.title(group.framework, lead), about)
+                       draft.title(group.framework, lead), about, growth=group.growth)
     return script.write(spec)
 
 
@@ -84,7 +88,8 @@ def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=ru
             verdict.judge(change, by_release)["status"] == "harness only" for change in group.judged):
         workload, mode = group.key[:2]
         harness_today = control.run_group(group.out, group.framework, group.id, workload, mode, group.size,
-                                          group.releases, runs, torch_index=torch_index, timeout_s=timeout_s, say=say)
+                                          group.releases, runs, torch_index=torch_index, timeout_s=timeout_s,
+                                          growth=group.growth, say=say)
     outcomes = store.read_outcomes(group.out, group.framework)
     found = {}
     with open(script_path, encoding="utf-8") as handle:

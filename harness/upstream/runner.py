@@ -105,6 +105,7 @@ def run_group(out, framework, group, releases, script_path, runs=RUNS, torch_ind
         with interrupts.deferred():  # a run is recorded whole
             store.append_sample(out, framework, sample)
         shown = (f"{printed['figure']} {printed['figures'][printed['figure']] / MIB:.2f} MiB"
+                 + (f", growth {printed['figures']['leak'] / 1024:.1f} KiB a step" if "leak" in printed['figures'] else "")
                  if printed else message)
         say(f"  {release} run {index}/{runs}: {status}, {shown} ({wall:.0f} s)", flush=True)
     return held(store.read_samples(out, framework), group, sha), None

@@ -27,6 +27,10 @@ from harness.measure import runtime_warmup
 from harness.upstream import emitters, inline, probe, programs
 
 PROBE_MARK = "# ---- probe (copied into the scripts from here on) ----\n"
+#: the growth per step's part of the probe, carried only by the scripts of a change of it
+#: (every other script stays the text its runs were measured with: a run is held by its
+#: script's hash, runner.py)
+GROWTH_MARK = "# ---- growth (copied into the scripts of a growth-per-step change from here on) ----\n"
 
 
 class Spec(NamedTuple):
@@ -39,12 +43,15 @@ class Spec(NamedTuple):
     title: str  # the docstring's first line
     about: str = ""  # a paragraph: the change, the releases, how it was found
     seed: int = 0
+    growth: bool = False  # also measure the growth per step (`leak`) over probe.GROWTH_STEPS steady steps
 
 
-def probe_source():
-    """probe.py from its marker on: the functions every script carries."""
+def probe_source(growth=False):
+    """probe.py from its marker on: the functions every script carries, and with
+    `growth` those that measure the growth per step."""
     text = inspect.getsource(probe)
-    return text[text.index(PROBE_MARK) + len(PROBE_MARK):]
+    common, growing = text[text.index(PROBE_MARK) + len(PROBE_MARK):].split(GROWTH_MARK)
+    return common.rstrip() + "\n\n\n" + growing.lstrip() if growth else common.rstrip() + "\n"
 
 
 def _header(spec, environment):
@@ -97,7 +104,7 @@ def write(spec):
     native = workloads.native(spec.workload) is not None
     program, make_step = programs.program(spec.framework, "eager" if native else spec.mode)
     parts = [_header(spec, programs.environment(spec.framework))]
-    parts.append(_section("the probe (gradmem's memory pass, docs/measurement.md)") + probe_source())
+    parts.append(_section("the probe (gradmem's memory pass, docs/measurement.md)") + probe_source(spec.growth))
     prelude = programs.prelude(spec.framework, "eager" if native else spec.mode)
     parts.append(_section(f"{spec.framework}, as the sweep ran it") + prelude + "\nimport numpy as np\n"
                  + program.imports + "\n\n" + program.setup)
@@ -151,13 +158,7 @@ def warm_up_runtime():
     params, inputs = arrays(host[0]), arrays(host[1])
     del host  # the framework's arrays are what the steps use
     step = make_step(lambda params, inputs: loss(params, inputs, CFG))
-    figures, samples = measure(step, params, inputs, sync)
-    report(figures, samples, FIGURE, DISTRIBUTIONS, ENVIRONMENT)
-
-
-if __name__ == "__main__":
-    main()
-''')
+''' + _measure_and_report(spec, "step, params, inputs, sync", "FIGURE, DISTRIBUTIONS"))
     return "".join(out)
 
 
@@ -174,10 +175,28 @@ def _native(spec, program):
     state = setup(cfg)
     own = globals().get("sync")  # the file's own sync(state), where it defines one
     wait = (lambda returned: own(state)) if own else ({framework_wait})
-    figures, samples = measure((lambda state, _: (None, step(state)),), state, None, wait)
-    report(figures, samples, {spec.figure!r}, {programs.distributions(spec.framework)!r}, ENVIRONMENT)
+''' + _measure_and_report(spec, "(lambda state, _: (None, step(state)),), state, None, wait",
+                                 f"{spec.figure!r}, {programs.distributions(spec.framework)!r}"))
+
+
+def _measure_and_report(spec, measured, reported):
+    """main's last lines: measure `measured` (measure()'s arguments), report with
+    `reported` (the figure and the distributions); with spec.growth over
+    probe.GROWTH_STEPS steady steps, their own memory's growth per step added as `leak`."""
+    if not spec.growth:
+        return f'''    figures, samples = measure({measured})
+    report(figures, samples, {reported}, ENVIRONMENT)
 
 
 if __name__ == "__main__":
     main()
-''')
+'''
+    return f'''    figures, samples = measure({measured}, steps=GROWTH_STEPS)
+    # own memory at each steady step's settled start (above the baseline): its growth per step
+    figures["leak"] = growth_per_step([sample["retained"] for sample in samples])
+    report_growth(figures, samples, {reported}, ENVIRONMENT)
+
+
+if __name__ == "__main__":
+    main()
+'''

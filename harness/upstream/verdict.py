@@ -22,13 +22,13 @@ import statistics
 
 from harness import figures
 from harness.releases import confirm, detect
-from harness.units import MIB
 
-#: the figures the probe measures (probe.py): a change of another (the framework's own
-#: prediction, time) is not judged standalone
+#: the figures the probe measures (probe.py; `leak`, the growth per step, in the scripts
+#: of a change of it): a change of another (the framework's own prediction, time) is not
+#: judged standalone
 MEASURED = ("retained", "code_pages", "step_peak", "step_peak.forward", "step_peak.backward", "footprint",
             "first_step_retained", "first_step_peak", "first_step_peak.forward", "first_step_peak.backward",
-            "first_step_footprint")
+            "first_step_footprint", detect.GROWTH)
 HALF = 0.5
 MIN_RUNS = 2
 RULE = (f"reproduced standalone: the standalone script's medians move the way the side-by-side ones did, by at "
@@ -86,7 +86,8 @@ def judge(change, by_release, control=None):
             c_before, c_after, c_delta, c_share, c_p, c_holds = moves(change, ca, cb)
             found["control"] = {"before": c_before, "after": c_after, "delta": c_delta, "share": c_share, "p": c_p,
                                 "before_samples": ca, "after_samples": cb}
-            said = f"gradmem's own pass today: {c_before / MIB:.2f} -> {c_after / MIB:.2f} MiB ({c_share:.0%} of it)"
+            said = (f"gradmem's own pass today: {detect.fmt(figure, c_before).split()[0]} -> "
+                    f"{detect.fmt(figure, c_after)} ({c_share:.0%} of it)")
             found["why"] += f"; {said}"
             if not c_holds:
                 found["status"] = "not reproduced here"

@@ -52,3 +52,16 @@ def test_too_few_ok_runs_is_a_failure_with_their_messages():
     found = verdict.judge(_change(+6), _runs([15.0, 15.0], [21.0, 21.0], failed=(1,)))
     assert found["status"] == "failed" and found["why"] == "1 ok run(s) on a side; 2 needed"
     assert any("broke" in m for m in found["messages"])
+
+
+def test_a_growth_per_step_change_is_judged_in_its_own_unit():
+    # TensorFlow seq2seq_attention eager 2.16.2 -> 2.17.0 in shape: 216 KiB a step stops at 19
+    kib = 1024 / MIB
+    stops = _change(-197 * kib, "leak")
+    found = verdict.judge(stops, _runs([210 * kib, 220 * kib, 215 * kib], [20 * kib, 18 * kib, 19 * kib], "leak"))
+    assert found["status"] == "reproduced" and abs(found["delta"] + 196 * 1024) < 1
+    # the script flat, gradmem's own pass beside it too: not reproduced here, said in KiB
+    flat = _runs([19 * kib] * 3, [19 * kib] * 3, "leak")
+    found = verdict.judge(stops, flat, control=flat)
+    assert found["status"] == "not reproduced here"
+    assert "gradmem's own pass today: 19.0 -> 19.0 KiB (" in found["why"]
