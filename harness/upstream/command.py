@@ -45,8 +45,7 @@ import time
 from harness import cli_options, interrupts
 from harness.choices import ChoiceError
 from harness.releases import store as release_store
-from harness.units import MIB
-from harness.upstream import batch, emitters, ids, inline, report_change, runner, store, verdict
+from harness.upstream import batch, draft, emitters, ids, inline, report_change, runner, store, verdict
 from harness.versions import envs
 
 DEFAULT_OUT = "releases"
@@ -220,9 +219,11 @@ def _said(outcome):
     words = store.label(outcome) or outcome["status"]
     if outcome.get("before") is not None:
         harness = outcome.get("harness") or {}
-        return (f"{words}: standalone {outcome['before'] / MIB:.2f} -> {outcome['after'] / MIB:.2f} MiB "
-                f"({outcome['delta'] / MIB:+.2f}, p = {outcome['p']:.3g}); side by side "
-                f"{(harness.get('before') or 0) / MIB:.2f} -> {(harness.get('after') or 0) / MIB:.2f} MiB"
+        figure = outcome["figure"]  # in its unit: MiB, KiB a step for the growth per step
+        return (f"{words}: standalone {draft.amount(figure, outcome['before']).split()[0]} -> "
+                f"{draft.amount(figure, outcome['after'])} ({draft.signed_amount(figure, outcome['delta']).split()[0]}, "
+                f"p = {outcome['p']:.3g}); side by side {draft.amount(figure, harness.get('before') or 0).split()[0]} -> "
+                f"{draft.amount(figure, harness.get('after') or 0)}"
                 + (f" ({outcome['why']})" if outcome.get("why") else ""))
     return f"{words}: {outcome.get('why', '')}"
 
