@@ -157,6 +157,15 @@ def growth_per_step(readings):
     return float(slopes[middle] if len(slopes) % 2 else (slopes[middle - 1] + slopes[middle]) / 2)
 
 
+def with_growth(figures, samples, steady=3):
+    """`figures` with the memory figures of the first `steady` steady steps (their median
+    step, as measure() reads three: the later steps' retained carries what grew since) and
+    the growth per step over all of `samples` as `leak`."""
+    figures = dict(figures, **sorted(samples[:steady], key=lambda s: s["step_peak"])[(steady - 1) // 2])
+    figures["leak"] = growth_per_step([sample["retained"] for sample in samples])
+    return figures
+
+
 def report_growth(figures, samples, figure, distributions, environment):
     """report(), with the growth per step on stderr in KiB a step (the memory figures it
     prints in MiB)."""

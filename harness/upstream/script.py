@@ -192,8 +192,8 @@ if __name__ == "__main__":
     main()
 '''
     return f'''    figures, samples = measure({measured}, steps=GROWTH_STEPS)
-    # own memory at each steady step's settled start (above the baseline): its growth per step
-    figures["leak"] = growth_per_step([sample["retained"] for sample in samples])
+    # the memory figures of the first three steady steps; own memory at each one's settled start: its growth per step
+    figures = with_growth(figures, samples)
     report_growth(figures, samples, {reported}, ENVIRONMENT)
 
 
