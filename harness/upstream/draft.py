@@ -9,6 +9,8 @@ environment), the environment (Python, OS, the versions that differ) and the exa
 commands to reproduce it, standalone and in gradmem.
 """
 
+import functools
+
 from harness import figures, frameworks
 from harness.diff import compare
 from harness.releases import confirm, detect
@@ -212,6 +214,13 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
     lead = members[0]
     found = lead.get("confirmation") or {}
     figure = figures.get(lead["figure"])
+
+    def shown(value):  # an amount of the lead's figure, in its unit
+        return amount(figure.name, value)
+
+    def signed(value):
+        return signed_amount(figure.name, value)
+
     adapter = frameworks.get(framework)
     before, after = lead["before_release"], lead["release"]
     lead_outcome = outcomes.get(ids.of(framework, lead)) or {}
@@ -222,8 +231,8 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
     out += ["## What changed", "",
             f"From {framework} {before} to {after}, {_phrase(figure, framework)}, training the "
             f"`{lead['workload']}` workload ({lead['mode']}: {step}) on the CPU, float32, size {lead.get('size', 'small')}, "
-            f"went from {amount(figure.name, found.get('before'))} to {amount(figure.name, found.get('after'))} "
-            f"({signed_amount(figure.name, found.get('delta'))}"
+            f"went from {shown(found.get('before'))} to {shown(found.get('after'))} "
+            f"({signed(found.get('delta'))}"
             f"{', ' + signed_percent(found['relative']) if found.get('relative') is not None else ''}): "
             f"measured by gradmem with the two releases interleaved, and by the standalone script below with nothing "
             f"but {framework} and NumPy installed.", ""]
@@ -231,18 +240,18 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
     if lead_outcome.get("before") is not None:
         share = f", {lead_outcome['share']:.0%} of gradmem's" if lead_outcome.get("share") is not None else ""
         out.append(f"| the standalone script ({len(lead_outcome['before_samples'])} + {len(lead_outcome['after_samples'])} "
-                   f"runs, fresh processes, interleaved; p = {lead_outcome['p']:.3g}) | {amount(figure.name, lead_outcome['before'])} | "
-                   f"{amount(figure.name, lead_outcome['after'])} | {signed_amount(figure.name, lead_outcome['delta'])}{share} |")
+                   f"runs, fresh processes, interleaved; p = {lead_outcome['p']:.3g}) | {shown(lead_outcome['before'])} | "
+                   f"{shown(lead_outcome['after'])} | {signed(lead_outcome['delta'])}{share} |")
     held = lead_outcome.get("control") or {}
     if held.get("before") is not None:
         out.append(f"| gradmem's own memory pass, run again beside the script ({len(held['before_samples'])} + "
-                   f"{len(held['after_samples'])}, p = {held['p']:.3g}) | {amount(figure.name, held['before'])} | {amount(figure.name, held['after'])} | "
-                   f"{signed_amount(figure.name, held['delta'])} |")
+                   f"{len(held['after_samples'])}, p = {held['p']:.3g}) | {shown(held['before'])} | {shown(held['after'])} | "
+                   f"{signed(held['delta'])} |")
     if "before" in found:
-        out.append(f"| gradmem, side by side ({found['pairs']} pairs, p = {found['p']:.3g}) | {amount(figure.name, found['before'])} | "
-                   f"{amount(figure.name, found['after'])} | {signed_amount(figure.name, found['delta'])} |")
+        out.append(f"| gradmem, side by side ({found['pairs']} pairs, p = {found['p']:.3g}) | {shown(found['before'])} | "
+                   f"{shown(found['after'])} | {signed(found['delta'])} |")
     out.append(f"| gradmem's release sweep ({len(lead['before_samples'])} + {len(lead['after_samples'])} rounds) | "
-               f"{amount(figure.name, lead['before'])} | {amount(figure.name, lead['after'])} | {signed_amount(figure.name, lead['delta'])} |")
+               f"{shown(lead['before'])} | {shown(lead['after'])} | {signed(lead['delta'])} |")
     out += ["", f"Samples ({unit(figure.name)}):", ""]
     if lead_outcome.get("before_samples") is not None:
         out.append(f"- standalone: {before}: {_samples(lead_outcome['before_samples'], figure.name)}; "
@@ -265,10 +274,11 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
         for change in others:
             mine = change.get("confirmation") or {}
             outcome = outcomes.get(ids.of(framework, change)) or {}
-            standalone = (f"; standalone {amount(change['figure'], outcome.get('before'))} -> {amount(change['figure'], outcome.get('after'))}, "
+            theirs = functools.partial(amount, change["figure"])
+            standalone = (f"; standalone {theirs(outcome.get('before'))} -> {theirs(outcome.get('after'))}, "
                           f"{store.label(outcome)}" if outcome.get("before") is not None else
                           f"; {store.label(outcome) or 'not judged standalone'}")
-            out.append(f"- `{ids.of(framework, change)}`: {amount(change['figure'], mine.get('before'))} -> {amount(change['figure'], mine.get('after'))} "
+            out.append(f"- `{ids.of(framework, change)}`: {theirs(mine.get('before'))} -> {theirs(mine.get('after'))} "
                        f"({mine.get('status', 'pending')}{', actionable' if change.get('actionable') else ''})"
                        + standalone)
     out += ["", "## The workload", "", *_workload(lead, group_size=lead.get("size", "small"))]
