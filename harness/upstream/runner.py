@@ -22,6 +22,7 @@ import time
 from harness import interrupts, origin
 from harness.frameworks import get as get_adapter
 from harness.frameworks.base import Unavailable
+from harness.releases import detect
 from harness.units import MIB
 from harness.upstream import store
 from harness.versions import envs
@@ -104,8 +105,9 @@ def run_group(out, framework, group, releases, script_path, runs=RUNS, torch_ind
             sample["message"] = message
         with interrupts.deferred():  # a run is recorded whole
             store.append_sample(out, framework, sample)
+        growth = (printed or {}).get("figures", {}).get(detect.GROWTH)  # a growth change's script only
         shown = (f"{printed['figure']} {printed['figures'][printed['figure']] / MIB:.2f} MiB"
-                 + (f", growth {printed['figures']['leak'] / 1024:.1f} KiB a step" if "leak" in printed['figures'] else "")
+                 + (f", growth {detect.fmt(detect.GROWTH, growth)} a step" if growth is not None else "")
                  if printed else message)
         say(f"  {release} run {index}/{runs}: {status}, {shown} ({wall:.0f} s)", flush=True)
     return held(store.read_samples(out, framework), group, sha), None
