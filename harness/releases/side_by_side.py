@@ -129,8 +129,6 @@ class SideBySide:
         self.passes = {}
         self.path = store.confirm_path(out, framework)
         self.held = resume.records_in(self.path)
-        root = envs.cache_root()
-        self.cached_before = set(os.listdir(root)) if os.path.isdir(root) else set()
 
     def cell(self, workload, mode, release):
         [found] = cells.expand([workload], [(self.framework, release)], [self.size], [self.dtype], ["cpu"], [mode])
@@ -228,6 +226,6 @@ class SideBySide:
             paths = {(r.get("provenance") or {}).get("framework_env") for r in self.held
                      if detect.release_of(r) == release}
             for path in paths - {None}:
-                if os.path.basename(path) not in self.cached_before and os.path.isdir(path):
+                if envs.built_here(path) and os.path.isdir(path):
                     if not envs.remove(path):
                         self.say(f"  {path}: kept, another process is using it", flush=True)

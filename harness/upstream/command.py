@@ -155,8 +155,6 @@ def _run(args, framework, document, plan, is_batch):
     out = args.out
     env_info = release_store.read_envs(out, framework)
     confirm_records = store.read_records(release_store.confirm_path(out, framework))
-    root = envs.cache_root()
-    before = set(os.listdir(root)) if os.path.isdir(root) else set()
     if is_batch:
         walls = batch.sample_walls(confirm_records)
         plan = batch.order(plan, env_info, walls, lambda r: report_change.cached(framework, r), args.runs)
@@ -201,7 +199,7 @@ def _run(args, framework, document, plan, is_batch):
         draft_path = report_change.write_draft(group, script_path, args.torch_index)
         print(f"  draft {draft_path}", flush=True)
         if not args.keep_envs and is_batch:
-            _prune(framework, plan[number:], before)
+            _prune(framework, plan[number:])
     if not args.write_only:
         page = report_change.publish_page(out, framework, document)
         counted = store.tally(document, store.read_outcomes(out, framework))
@@ -211,7 +209,7 @@ def _run(args, framework, document, plan, is_batch):
                                                           if is_batch else "") + (f"; page {page}" if page else ""),
               flush=True)
     if not args.keep_envs and not is_batch:
-        _prune(framework, [], before)
+        _prune(framework, [])
     return 3 if failed else 0
 
 
@@ -228,15 +226,15 @@ def _said(outcome):
     return f"{words}: {outcome.get('why', '')}"
 
 
-def _prune(framework, remaining, before):
+def _prune(framework, remaining):
     """Remove the environments this process built that no group left in `remaining` uses."""
     needed = {r for change in remaining for r in (change["before_release"], change["release"])}
     root = envs.cache_root()
     if not os.path.isdir(root):
         return
-    for name in sorted(set(os.listdir(root)) - before):
+    for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
-        if not name.startswith(f"{framework}-") or not os.path.isdir(path) or name.startswith("."):
+        if not name.startswith(f"{framework}-") or not envs.built_here(path):
             continue
         release = name[len(framework) + 1:].rsplit("-py", 1)[0]
         if release not in needed:

@@ -53,6 +53,10 @@ PIP_TIMEOUT_S = 1800
 _made = {}
 #: the environments this process uses: name ("jax-0.9.2") -> the open file of its shared NAME.use lock
 _in_use = {}
+#: the environment paths this process built (`_made_once`): what its own prune may remove.
+#: A listing taken at start-up is not that: another process's build finished meanwhile
+#: would be pruned with them (a `harness run` beside a batch lost its environment so).
+_built = set()
 #: a Requires-Python every environment this process builds or takes must satisfy, or
 #: None (require_python: `harness releases --python`)
 _required_python = None
@@ -374,10 +378,16 @@ def _made_once(name, fill, reuse=None, tag=None):
             _discard(path)  # a damaged one without a manifest, or one `reuse` refused
             os.rename(scratch, path)
             scratch = None
+            _built.add(os.path.abspath(path))
             return Env(path, manifest)
         finally:
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
+
+
+def built_here(path):
+    """Whether this process built the environment at `path` (not found it cached)."""
+    return os.path.abspath(path) in _built
 
 
 def remove(path):

@@ -102,3 +102,19 @@ def test_this_process_removes_what_it_holds(tmp_path, monkeypatch):
     assert envs.remove(path)  # its own hold is let go first
     assert envs._in_use == {}
     assert envs.cached("x-1.0") is None
+
+
+def test_a_batch_prunes_only_the_environments_it_built(tmp_path, monkeypatch):
+    """report-change's batch prunes what it built after its last group. An environment
+    another process built meanwhile (a `harness run` beside it) is not its own, though
+    it was not there when the batch started: it stays (a listing taken at start-up
+    pruned it, 2026-12-04)."""
+    from harness.upstream import command
+
+    other = _built(tmp_path, monkeypatch, "x-1.0")  # on disk, made by no one in this process
+    mine = envs._made_once("x-2.0", lambda scratch, log: {"name": "x-2.0", "versions": {}}).path
+    assert envs.cached("x-2.0") is not None
+    assert envs.built_here(mine) and not envs.built_here(other)
+    command._prune("x", [])
+    assert envs.cached("x-2.0") is None
+    assert envs.cached("x-1.0") is not None
