@@ -355,12 +355,28 @@ def _dependencies_differ(env_info, a, b, pythons=None):
     return found
 
 
-def fmt(figure, number):
+def _in_unit(figure, value):
+    """(`value` as written, its unit): ms, KiB for a figure of small moves (the growth
+    per step), else MiB."""
     if FIGURES[figure] == "seconds":
-        return f"{number * 1000:.2f} ms"
-    if grain(figure) < GRAIN_BYTES:  # a figure of small moves (the growth per step): KiB
-        return f"{number / 1024:.1f} KiB"
-    return f"{number / MIB:.2f} MiB"
+        return f"{value * 1000:.2f}", "ms"
+    if grain(figure) < GRAIN_BYTES:
+        return f"{value / 1024:.1f}", "KiB"
+    return f"{value / MIB:.2f}", "MiB"
+
+
+def fmt(figure, value):
+    return " ".join(_in_unit(figure, value))
+
+
+def unit(figure):
+    return _in_unit(figure, 0)[1]
+
+
+def number(figure, value):
+    """`value` in `figure`'s unit, as `fmt` writes it, without the unit (a list of samples,
+    a pair "A -> B unit" that names the unit once)."""
+    return _in_unit(figure, value)[0]
 
 
 def growth_note(change):

@@ -38,12 +38,14 @@ environment that cannot be built, every run of a side failed): said in one line 
 recorded, the other groups' work kept; 128 + the signal when stopped.
 """
 
+import functools
 import os
 import sys
 import time
 
 from harness import cli_options, interrupts
 from harness.choices import ChoiceError
+from harness.releases import detect
 from harness.releases import store as release_store
 from harness.upstream import batch, draft, emitters, ids, inline, report_change, runner, store, verdict
 from harness.versions import envs
@@ -218,10 +220,11 @@ def _said(outcome):
     if outcome.get("before") is not None:
         harness = outcome.get("harness") or {}
         figure = outcome["figure"]  # in its unit: MiB, KiB a step for the growth per step
-        return (f"{words}: standalone {draft.amount(figure, outcome['before']).split()[0]} -> "
-                f"{draft.amount(figure, outcome['after'])} ({draft.signed_amount(figure, outcome['delta']).split()[0]}, "
-                f"p = {outcome['p']:.3g}); side by side {draft.amount(figure, harness.get('before') or 0).split()[0]} -> "
-                f"{draft.amount(figure, harness.get('after') or 0)}"
+        number = functools.partial(detect.number, figure)
+        delta = outcome["delta"]
+        return (f"{words}: standalone {number(outcome['before'])} -> {draft.amount(figure, outcome['after'])} "
+                f"({'+' if delta >= 0 else '-'}{number(abs(delta))}, p = {outcome['p']:.3g}); "
+                f"side by side {number(harness.get('before') or 0)} -> {draft.amount(figure, harness.get('after') or 0)}"
                 + (f" ({outcome['why']})" if outcome.get("why") else ""))
     return f"{words}: {outcome.get('why', '')}"
 

@@ -47,12 +47,12 @@ def signed_amount(figure, value):
 
 def unit(figure):
     """The figure's unit as its samples are listed: 'MiB', 'KiB a step'."""
-    return detect.fmt(figure, 0).split()[-1] + PER_STEP.get(figure, "")
+    return detect.unit(figure) + PER_STEP.get(figure, "")
 
 
 def _samples(values, figure):
     """The numbers of `values` in the figure's unit (unit() names it once, above them)."""
-    return ", ".join(amount(figure, v).split()[0] for v in values)
+    return ", ".join(detect.number(figure, v) for v in values)
 
 
 def title(framework, change):

@@ -135,13 +135,24 @@ def runs_of(group, script_path):
     return runner.held(store.read_samples(group.out, group.framework), group.id, sha)
 
 
+def _as_named(out):
+    """The store directory as the draft's commands name it: `releases` for a gradmem
+    checkout's own store (run from the checkout's root, as the README's commands are),
+    wherever this process ran from; any other directory as given."""
+    path = os.path.abspath(out)
+    parent = os.path.dirname(path)
+    if os.path.basename(path) == "releases" and os.path.isdir(os.path.join(parent, "harness", "upstream")):
+        return "releases"
+    return out
+
+
 def write_draft(group, script_path, torch_index=None):
     outcomes = store.read_outcomes(group.out, group.framework)["changes"]
     lead = group.draft_lead
     text = draft.render(group.framework, [lead] + [c for c in group.members if c is not lead], outcomes,
                         runs_of(group, script_path), release_store.read_envs(group.out, group.framework),
                         store.read_records(release_store.confirm_path(group.out, group.framework)),
-                        os.path.basename(script_path), store_dir=group.out, torch_index=torch_index)
+                        os.path.basename(script_path), store_dir=_as_named(group.out), torch_index=torch_index)
     path = group.path(".md")
     results.write_text_atomic(path, text)
     return path

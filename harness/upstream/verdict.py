@@ -86,7 +86,7 @@ def judge(change, by_release, control=None):
             c_before, c_after, c_delta, c_share, c_p, c_holds = moves(change, ca, cb)
             found["control"] = {"before": c_before, "after": c_after, "delta": c_delta, "share": c_share, "p": c_p,
                                 "before_samples": ca, "after_samples": cb}
-            said = (f"gradmem's own pass today: {detect.fmt(figure, c_before).split()[0]} -> "
+            said = (f"gradmem's own pass today: {detect.number(figure, c_before)} -> "
                     f"{detect.fmt(figure, c_after)} ({c_share:.0%} of it)")
             found["why"] += f"; {said}"
             if not c_holds:

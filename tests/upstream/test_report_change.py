@@ -197,3 +197,17 @@ def test_rejudge_judges_again_from_the_runs_held_measuring_nothing(tmp_path, cap
     assert again["status"] == first["status"] == "reproduced" and again["before_samples"] == first["before_samples"]
     assert _main(ID, "--rejudge", "--out", str(out)) == 2
     assert "go with --framework F --actionable" in capsys.readouterr().err
+
+
+def test_the_draft_names_a_checkouts_store_as_its_readme_commands_do(tmp_path):
+    """A store run into from elsewhere (a worktree's process writing the checkout's
+    `releases/`) is named `releases` in the draft's commands, not by this host's path;
+    any other directory as given."""
+    from harness.upstream.report_change import _as_named
+
+    checkout = tmp_path / "checkout"
+    (checkout / "harness" / "upstream").mkdir(parents=True)
+    assert _as_named(str(checkout / "releases")) == "releases"
+    elsewhere = str(tmp_path / "mine" / "releases")
+    assert _as_named(elsewhere) == elsewhere
+    assert _as_named(str(tmp_path / "store")) == str(tmp_path / "store")
