@@ -319,6 +319,22 @@ def actionable(change):
             and not mostly_code_pages(found))
 
 
+def why_not_actionable(change):
+    """None for an actionable change; else why a user would not act on it, in words (a
+    draft written while it was actionable says this once the store judges it again)."""
+    if change.get("actionable"):
+        return None
+    found = change.get("confirmation") or {}
+    status = found.get("status", "pending")
+    if status == "confirmed":
+        if mostly_code_pages(found):
+            return "confirmed side by side, but mostly library code pages paged in, not memory the framework keeps"
+        size = figures.get(change["figure"]).act_bytes
+        rule = f"{size // 1024} KiB" if size else f"{ACT_RELATIVE:.0%} and {ACT_BYTES // detect.MIB} MiB"
+        return f"confirmed side by side, but under the size rule (at least {rule})"
+    return status + (f": {found['why']}" if found.get("why") else "")
+
+
 def mostly_code_pages(found):
     """True when at least half of a confirmed move (`found`: its verdict) is the library
     code pages the figure holds (a step peak's pages paged in: `code_pages_delta`,

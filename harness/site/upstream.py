@@ -16,6 +16,7 @@ import shutil
 
 from harness.site import markdown
 from harness.site.layout import page
+from harness.upstream import ids
 from harness.upstream import store as upstream_store
 
 
@@ -35,11 +36,17 @@ def drafts(releases_dir):
     return found
 
 
-def _status_of(outcomes, group_name):
-    """The lead verdict's words of a group's draft (its changes' outcomes share the draft)."""
-    mine = [o for o in outcomes.get("changes", {}).values() if os.path.basename(o.get("draft", "")) == group_name]
-    lead = next((o for o in mine if o.get("actionable")), mine[0] if mine else None)
-    return upstream_store.label(lead) or "not run standalone"
+def _status_of(outcomes, group_name, changes):
+    """The lead verdict's words of a group's draft (its changes' outcomes share the draft),
+    and, where none of its changes is actionable in the store now (`changes`: {id: change}
+    of the framework's changes.json), what it is instead (withdrawn side by side, say)."""
+    mine = [(change_id, o) for change_id, o in outcomes.get("changes", {}).items()
+            if os.path.basename(o.get("draft", "")) == group_name]
+    lead_id, lead = next(((i, o) for i, o in mine if o.get("actionable")), mine[0] if mine else (None, None))
+    said = upstream_store.label(lead) or "not run standalone"
+    if not mine or any((changes.get(i) or {}).get("actionable") for i, _ in mine):
+        return said
+    return f"{upstream_store.standing(changes.get(lead_id))}; standalone: {said}"
 
 
 def write(releases_dir, out_dir):
@@ -47,13 +54,14 @@ def write(releases_dir, out_dir):
     target = os.path.join(out_dir, "releases", "upstream")
     shutil.rmtree(target, ignore_errors=True)
     held = drafts(releases_dir)
-    tallies, rows = {}, []
+    tallies, rows, changes = {}, [], {}
     for framework, path in held:
         outcomes = upstream_store.read_outcomes(releases_dir, framework)
         if framework not in tallies:
             document = _read_json(os.path.join(releases_dir, f"{framework}.changes.json"))
             document.setdefault("framework", framework)
             tallies[framework] = upstream_store.tally(document, outcomes)
+            changes[framework] = {ids.of(framework, c): c for c in document.get("changes") or []}
         name = os.path.basename(path)
         script = path[:-len(".md")] + ".py"
         folder = os.path.join(target, framework)
@@ -78,7 +86,7 @@ def write(releases_dir, out_dir):
         with open(os.path.join(folder, page_name), "w", encoding="utf-8") as handle:
             handle.write(page(f"gradmem: {_title(text)}", body, depth=3))
         rows.append((framework, _title(text), f"{framework}/{page_name}",
-                     f"{framework}/{script_name}" if has_script else None, _status_of(outcomes, name)))
+                     f"{framework}/{script_name}" if has_script else None, _status_of(outcomes, name, changes[framework])))
     os.makedirs(target, exist_ok=True)
     with open(os.path.join(target, "index.html"), "w", encoding="utf-8") as handle:
         handle.write(render_index(tallies, rows))
@@ -114,12 +122,14 @@ def render_index(tallies, rows):
         "writes a report draft a maintainer could act on. <em>Reproduced standalone</em>: the script's medians move "
         "the way gradmem's side-by-side ones did, by at least half; <em>harness only</em>: they do not, while "
         "gradmem's own memory pass run again beside them does; <em>not reproduced here</em>: neither does on this "
-        "machine today (docs/releases.md says why, where it was found).</p>"
+        "machine today (docs/releases.md says why, where it was found). <em>Withdrawn</em> or <em>not "
+        "actionable</em>: a draft written while its change was actionable, whose change the store has since judged "
+        "again (measured side by side again, it did not hold): kept as it was run, for the record, not to file.</p>"
         + ("<h2>Per framework (actionable figures)</h2><table><thead><tr><th>framework</th><th>actionable</th>"
            "<th>run standalone</th><th>reproduced</th><th>harness only</th><th>not reproduced here</th><th>failed</th>"
            "<th>unavailable</th>"
            f"</tr></thead><tbody>{counts}</tbody></table>" if counts else "")
-        + ("<h2>The drafts</h2><table><thead><tr><th>framework</th><th>draft</th><th>standalone</th>"
+        + ("<h2>The drafts</h2><table><thead><tr><th>framework</th><th>draft</th><th>status</th>"
            f"<th>script</th></tr></thead><tbody>{listed}</tbody></table>" if listed
            else '<p class="none">No draft written yet.</p>'))
     return page("gradmem: changes ready to file upstream", body, depth=2)

@@ -33,6 +33,29 @@ def groups(document):
     return found
 
 
+def held_not_actionable(document, outcomes, framework):
+    """[representative change] of each group run standalone before (in `outcomes`) that
+    holds no actionable change now: the change its draft led with (an outcome marked
+    actionable when it ran, the draft's order of figures), so its draft can be written
+    again saying so. A group the sweep no longer flags at all is left out (nothing to
+    write it from)."""
+    from harness.upstream import report_change, verdict
+
+    standing = {confirm.group_key(c) for c in groups(document)}
+    by_id = {ids.of(framework, c): c for c in document.get("changes") or []}
+    found = []
+    for group_id in outcomes.get("groups") or {}:
+        mine = [(by_id.get(change_id), outcome) for change_id, outcome in (outcomes.get("changes") or {}).items()
+                if outcome.get("group") == group_id]
+        led = [c for c, outcome in mine if c is not None and outcome.get("actionable")]
+        kept = [c for c, _ in mine if c is not None and c["figure"] in verdict.MEASURED]
+        if not (led or kept) or confirm.group_key((led or kept)[0]) in standing:
+            continue
+        found.append(sorted(led or kept, key=lambda c: report_change.DRAFT_ORDER.index(c["figure"])
+                            if c["figure"] in report_change.DRAFT_ORDER else len(report_change.DRAFT_ORDER))[0])
+    return found
+
+
 def sample_walls(confirm_records):
     """{group key: median wall of its side-by-side memory passes, s}."""
     walls = {}

@@ -162,7 +162,20 @@ def _run(args, framework, document, plan, is_batch):
         plan = batch.order(plan, env_info, walls, lambda r: report_change.cached(framework, r), args.runs)
     started, ran, failed, skipped = time.monotonic(), 0, 0, 0
     outcomes = store.read_outcomes(out, framework)
-    for number, change in enumerate(plan, 1):
+    # over a store, --write-only also writes again the drafts of groups run before whose
+    # changes are no longer actionable (withdrawn side by side, say): each draft says so,
+    # beside the script as it was run (not rewritten: its runs are that script's)
+    not_actionable = batch.held_not_actionable(document, outcomes, framework) if is_batch and args.write_only else []
+    for number, change in enumerate(plan + not_actionable, 1):
+        if number > len(plan):
+            group = report_change.Group(out, framework, document, change, named=True)
+            if not os.path.exists(group.path(".py")):
+                print(f"  {group.id}: its script {group.path('.py')} is gone; its draft is left as written",
+                      file=sys.stderr)
+                continue
+            draft_path = report_change.write_draft(group, group.path(".py"), args.torch_index)
+            print(f"  draft {draft_path} ({store.standing(change)})", flush=True)
+            continue
         group = report_change.Group(out, framework, document, change, named=not is_batch)
         if is_batch and (args.write_only or args.rejudge) and group.id not in outcomes["groups"]:
             continue  # over a store: the scripts and drafts (or the verdicts) of the groups run so far, again

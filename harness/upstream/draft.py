@@ -58,10 +58,13 @@ def _samples(values, figure):
 def title(framework, change):
     figure = figures.get(change["figure"])
     found = change.get("confirmation") or {}
-    delta = found.get("delta", change["delta"])
+    # the move side by side where it held; else the move the sweep flagged (a draft that
+    # says it is withdrawn names the move it was written for)
+    held = found if found.get("status") == "confirmed" else {"relative": change.get("relative")}
+    delta = held.get("delta", change["delta"])
     step = STEP_NAMES.get((framework, change["mode"]), change["mode"])
     verb = "rises" if delta > 0 else "falls"
-    rel = f" ({signed_percent(found['relative'])})" if found.get("relative") is not None else ""
+    rel = f" ({signed_percent(held['relative'])})" if held.get("relative") is not None else ""
     article = "an" if step[0] in "aeiou" else "a"
     return (f"{framework} {change['release']}: {figure.label} of {article} {step} training step {verb} by "
             f"{amount(figure.name, abs(delta))}{rel} from {change['before_release']} ({change['workload']}, CPU)")
@@ -225,8 +228,17 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
     before, after = lead["before_release"], lead["release"]
     lead_outcome = outcomes.get(ids.of(framework, lead)) or {}
     status = store.label(lead_outcome) or "not run standalone yet"
+    standing = store.standing(lead)
     out = [f"# {title(framework, lead)}", "",
-           f"`{ids.of(framework, lead)}` · gradmem draft for the {framework} issue tracker · **{status}**", ""]
+           f"`{ids.of(framework, lead)}` · gradmem draft for the {framework} issue tracker · "
+           + (f"**{standing.partition(': ')[0]}: not a change to file** · standalone: {status}" if standing
+              else f"**{status}**"), ""]
+    if standing:
+        kind, _, note = standing.partition(": ")
+        out += [f"> **{kind.capitalize()}: not a change to file.** gradmem's release sweep flagged {figure.label} "
+                f"{shown(lead['before'])} -> {shown(lead['after'])} ({signed(lead['delta'])}); judged again by the "
+                f"store, it is {note}. This draft and its standalone runs are kept as they were run, for the record.",
+                ""]
     step = adapter.compiled_as if lead["mode"] == "compiled" else adapter.eager_as
     out += ["## What changed", "",
             f"From {framework} {before} to {after}, {_phrase(figure, framework)}, training the "

@@ -94,6 +94,22 @@ def label(outcome):
     return LABELS.get((outcome or {}).get("status"), "")
 
 
+def standing(change):
+    """'' for a change a user would act on; else what a draft written while it was one says
+    now that the store has judged it again: 'withdrawn: not confirmed: ...' (side by side,
+    the move did not hold), 'not actionable: ...' (pending, or under the size rule), or
+    'withdrawn: no longer flagged' (`change` None: the sweep no longer shows it)."""
+    from harness.releases import confirm
+
+    if change is None:
+        return "withdrawn: no longer flagged by the release sweep"
+    note = confirm.why_not_actionable(change)
+    if note is None:
+        return ""
+    kind = "withdrawn" if (change.get("confirmation") or {}).get("status") == "not confirmed" else "not actionable"
+    return f"{kind}: {note}"
+
+
 def tally(document, outcomes):
     """{"actionable", "run", and a count per status of LABELS} over
     the actionable changes of `document` (a changes.json)."""

@@ -211,3 +211,40 @@ def test_the_draft_names_a_checkouts_store_as_its_readme_commands_do(tmp_path):
     elsewhere = str(tmp_path / "mine" / "releases")
     assert _as_named(elsewhere) == elsewhere
     assert _as_named(str(tmp_path / "store")) == str(tmp_path / "store")
+
+
+def test_a_draft_whose_change_is_withdrawn_says_so_when_written_again(tmp_path, capsys, monkeypatch):
+    """A group run while its change was actionable, whose change the store judged again
+    (measured side by side again, it did not hold): `--write-only` over the store writes
+    its draft again saying it is withdrawn, beside its script as run (not rewritten: its
+    runs are that script's); the site's list says so too, and the tally leaves it out."""
+    from harness.site import upstream as site_upstream
+
+    out = _store(tmp_path)
+    _fake_pythons(tmp_path, monkeypatch, FAKE)
+    assert _main(ID, "--out", str(out), "--runs", "2") == 0
+    name = "torch-chained_dot-eager-2.3.1-to-2.4.0"
+    script_before = (out / "upstream" / "torch" / f"{name}.py").read_text()
+    document = json.loads((out / "torch.changes.json").read_text())
+    document["changes"][0].update(actionable=False, confirmation={
+        "status": "not confirmed", "before": 16 * MIB, "after": 15.9 * MIB, "delta": -0.1 * MIB, "relative": -0.006,
+        "p": 0.8, "pairs": 5, "before_samples": [16 * MIB] * 5, "after_samples": [15.9 * MIB] * 5,
+        "why": "moved the other way side by side"})
+    (out / "torch.changes.json").write_text(json.dumps(document))
+    monkeypatch.setattr(runner, "run_once", lambda *a, **k: pytest.fail("measured again"))
+    assert _main("--framework", "torch", "--actionable", "--write-only", "--out", str(out)) == 0
+    assert "withdrawn: not confirmed: moved the other way side by side" in capsys.readouterr().out
+    draft = (out / "upstream" / "torch" / f"{name}.md").read_text()
+    # the title names the move the sweep flagged (what the draft was written for), not the side-by-side one
+    assert draft.startswith("# torch 2.4.0: retained of an eager autograd training step rises by 6.00 MiB")
+    assert "**withdrawn: not a change to file** · standalone: reproduced standalone" in draft
+    assert "> **Withdrawn: not a change to file.** gradmem's release sweep flagged retained 10.00 MiB -> 16.00 MiB" in draft
+    assert "it is not confirmed: moved the other way side by side." in draft
+    assert "| 10.20 MiB | 15.00 MiB |" in draft  # its standalone runs, kept
+    assert (out / "upstream" / "torch" / f"{name}.py").read_text() == script_before
+    site = tmp_path / "site"
+    tallies = site_upstream.write(str(out), str(site))
+    assert tallies["torch"]["actionable"] == 0 and tallies["torch"]["run"] == 0
+    index = (site / "releases" / "upstream" / "index.html").read_text()
+    assert ("withdrawn: not confirmed: moved the other way side by side; standalone: reproduced standalone"
+            in index)
