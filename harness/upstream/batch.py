@@ -38,7 +38,7 @@ def held_not_actionable(document, outcomes, framework):
     holds no actionable change now: the change its draft led with (an outcome marked
     actionable when it ran, the draft's order of figures), so its draft can be written
     again saying so. A group the sweep no longer flags at all is left out (nothing to
-    write it from)."""
+    write it from: `no_longer_flagged` lists those)."""
     from harness.upstream import report_change, verdict
 
     standing = {confirm.group_key(c) for c in groups(document)}
@@ -54,6 +54,17 @@ def held_not_actionable(document, outcomes, framework):
         found.append(sorted(led or kept, key=lambda c: report_change.DRAFT_ORDER.index(c["figure"])
                             if c["figure"] in report_change.DRAFT_ORDER else len(report_change.DRAFT_ORDER))[0])
     return found
+
+
+def no_longer_flagged(document, outcomes, framework):
+    """[group id] of the groups run standalone before of which the sweep flags no memory
+    change now (measured again, it moved within its band): nothing to write their drafts
+    from again, so `report_change.mark_withdrawn` marks them as they are."""
+    from harness.upstream import verdict
+
+    flagged = {ids.group_of(framework, confirm.group_key(c)) for c in document.get("changes") or []
+               if c["figure"] in verdict.MEASURED}
+    return [group_id for group_id in outcomes.get("groups") or {} if group_id not in flagged]
 
 
 def sample_walls(confirm_records):

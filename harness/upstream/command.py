@@ -215,6 +215,11 @@ def _run(args, framework, document, plan, is_batch):
         print(f"  draft {draft_path}", flush=True)
         if not args.keep_envs and is_batch:
             _prune(framework, plan[number:])
+    if is_batch and args.write_only:
+        for group_id in batch.no_longer_flagged(document, outcomes, framework):
+            path = report_change.Group.path_of(out, framework, group_id, ".md")
+            if os.path.exists(path) and report_change.mark_withdrawn(out, path, store.standing(None)):
+                print(f"  draft {path} ({store.standing(None)})", flush=True)
     if not args.write_only:
         page = report_change.publish_page(out, framework, document)
         counted = store.tally(document, store.read_outcomes(out, framework))

@@ -52,7 +52,11 @@ class Group:
         return self.key[2], self.key[3]
 
     def path(self, suffix):
-        return os.path.join(store.artifacts_dir(self.out, self.framework), ids.slug(self.id) + suffix)
+        return self.path_of(self.out, self.framework, self.id, suffix)
+
+    @staticmethod
+    def path_of(out, framework, group_id, suffix):
+        return os.path.join(store.artifacts_dir(out, framework), ids.slug(group_id) + suffix)
 
 
 def write_script(group, dtype="float32"):
@@ -156,6 +160,25 @@ def write_draft(group, script_path, torch_index=None):
     path = group.path(".md")
     results.write_text_atomic(path, text)
     return path
+
+
+def mark_withdrawn(out, draft_path, words):
+    """A draft written before, whose change the sweep no longer flags (nothing to write it
+    from again), marked as it stands: its header says `words` (store.standing), a line
+    under it says the draft is kept for the record; its commands name the store as a
+    draft written now does (`_as_named`). Nothing when it is marked already."""
+    with open(draft_path, encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    if len(lines) < 3 or "not a change to file" in lines[2]:
+        return False
+    kind, _, note = words.partition(": ")
+    head, _, status = lines[2].rpartition(" · ")
+    lines[2] = f"{head} · **{kind}: not a change to file** · standalone: {status.strip('*')}"
+    lines[3:3] = ["", f"> **{kind.capitalize()}: not a change to file.** {note[0].upper() + note[1:]}, measured "
+                      f"again: this draft is kept as it was written and run, for the record."]
+    text = "\n".join(lines).replace(f"--out {os.path.abspath(out)}", f"--out {_as_named(out)}")
+    results.write_text_atomic(draft_path, text)
+    return True
 
 
 def publish_page(out, framework, document):

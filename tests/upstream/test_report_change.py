@@ -248,3 +248,23 @@ def test_a_draft_whose_change_is_withdrawn_says_so_when_written_again(tmp_path, 
     index = (site / "releases" / "upstream" / "index.html").read_text()
     assert ("withdrawn: not confirmed: moved the other way side by side; standalone: reproduced standalone"
             in index)
+
+
+def test_a_draft_whose_change_the_sweep_no_longer_flags_is_marked_as_it_stands(tmp_path, capsys, monkeypatch):
+    """Swept again, the pair's figures moved within their band: no change of the group is
+    left to write its draft from, so `--write-only` marks the draft as written (once)."""
+    out = _store(tmp_path)
+    _fake_pythons(tmp_path, monkeypatch, FAKE)
+    assert _main(ID, "--out", str(out), "--runs", "2") == 0
+    document = json.loads((out / "torch.changes.json").read_text())
+    timed = dict(document["changes"][0], figure="time", advisory=True, actionable=False,
+                 confirmation={"status": "advisory", "why": "time: shown, never an actionable memory change"})
+    (out / "torch.changes.json").write_text(json.dumps(dict(document, changes=[timed])))  # its time alone flagged
+    path = out / "upstream" / "torch" / "torch-chained_dot-eager-2.3.1-to-2.4.0.md"
+    written = path.read_text()
+    for _ in range(2):
+        assert _main("--framework", "torch", "--actionable", "--write-only", "--out", str(out)) == 0
+    lines = path.read_text().split("\n")
+    assert lines[2].endswith("· **withdrawn: not a change to file** · standalone: reproduced standalone")
+    assert lines[4].startswith("> **Withdrawn: not a change to file.** No longer flagged by the release sweep")
+    assert lines[5:] == written.split("\n")[3:]  # the rest as written, marked once
