@@ -1,6 +1,6 @@
-"""jax 0.6.0: first-step peak of an eager jax.vjp training step rises by 18.29 MiB (+8.5%) from 0.5.3 (seq2seq_attention, CPU)
+"""jax 0.6.0: first-step peak of an eager jax.vjp training step rises by 22.35 MiB (+10.6%) from 0.5.3 (seq2seq_attention, CPU)
 
-gradmem found first_step_peak of seq2seq_attention (eager) move from 215.90 MiB at 0.5.3 to 234.19 MiB at 0.6.0 (id jax:seq2seq_attention:eager:first_step_peak:0.5.3->0.6.0).
+gradmem found first_step_peak of seq2seq_attention (eager) move from 210.70 MiB at 0.5.3 to 233.05 MiB at 0.6.0 (id jax:seq2seq_attention:eager:first_step_peak:0.5.3->0.6.0).
 
 Standalone: imports only jax, NumPy and the standard library. Run it once under each
 release (a fresh environment with that release and NumPy installed):

@@ -1,6 +1,6 @@
-"""jax 0.10.1: footprint of an eager jax.vjp training step falls by 4.32 MiB (-8.1%) from 0.10.0 (shared_linear, CPU)
+"""jax 0.10.1: footprint of an eager jax.vjp training step falls by 4.48 MiB (-8.4%) from 0.10.0 (shared_linear, CPU)
 
-gradmem found footprint of shared_linear (eager) move from 53.07 MiB at 0.10.0 to 48.76 MiB at 0.10.1 (id jax:shared_linear:eager:footprint:0.10.0->0.10.1).
+gradmem found footprint of shared_linear (eager) move from 53.24 MiB at 0.10.0 to 48.76 MiB at 0.10.1 (id jax:shared_linear:eager:footprint:0.10.0->0.10.1).
 
 Standalone: imports only jax, NumPy and the standard library. Run it once under each
 release (a fresh environment with that release and NumPy installed):
@@ -154,6 +154,40 @@ def report(figures, samples, figure, distributions, environment):
                       "environment": {k: os.environ.get(k) for k in environment}}))
 
 
+GROWTH_STEPS = 24  # steady steps read: the leak phase's longer run (harness/measure/leak.py, LONG)
+
+
+def growth_per_step(readings):
+    """Bytes a step that the framework's own memory grows over the second half of
+    `readings` (its own pages at each steady step's settled start, in step order): the
+    Theil-Sen slope, the median of the pairwise slopes, which a single jump barely moves.
+    The second half: growth still going on at the end (a cache that fills and stops is
+    not counted)."""
+    points = list(enumerate(readings))[len(readings) // 2:]
+    slopes = sorted((b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(points) for b in points[i + 1:])
+    if not slopes:
+        return 0.0
+    middle = len(slopes) // 2
+    return float(slopes[middle] if len(slopes) % 2 else (slopes[middle - 1] + slopes[middle]) / 2)
+
+
+def with_growth(figures, samples, steady=3):
+    """`figures` with the memory figures of the first `steady` steady steps (their median
+    step, as measure() reads three: the later steps' retained carries what grew since) and
+    the growth per step over all of `samples` as `leak`."""
+    figures = dict(figures, **sorted(samples[:steady], key=lambda s: s["step_peak"])[(steady - 1) // 2])
+    figures["leak"] = growth_per_step([sample["retained"] for sample in samples])
+    return figures
+
+
+def report_growth(figures, samples, figure, distributions, environment):
+    """report(), with the growth per step on stderr in KiB a step (the memory figures it
+    prints in MiB)."""
+    print(f"leak: {figures['leak'] / 1024:.1f} KiB a step (the framework's own pages over the second half of "
+          f"{len(samples)} steady steps)", file=sys.stderr)
+    report(figures, samples, "retained" if figure == "leak" else figure, distributions, environment)
+
+
 # ---- jax, as the sweep ran it --------------------------------------------------------------
 
 import numpy as np
@@ -250,8 +284,10 @@ def main():
     params, inputs = arrays(host[0]), arrays(host[1])
     del host  # the framework's arrays are what the steps use
     step = make_step(lambda params, inputs: loss(params, inputs, CFG))
-    figures, samples = measure(step, params, inputs, sync)
-    report(figures, samples, FIGURE, DISTRIBUTIONS, ENVIRONMENT)
+    figures, samples = measure(step, params, inputs, sync, steps=GROWTH_STEPS)
+    # the memory figures of the first three steady steps; own memory at each one's settled start: its growth per step
+    figures = with_growth(figures, samples)
+    report_growth(figures, samples, FIGURE, DISTRIBUTIONS, ENVIRONMENT)
 
 
 if __name__ == "__main__":

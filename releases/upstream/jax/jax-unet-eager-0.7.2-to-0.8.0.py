@@ -1,6 +1,6 @@
-"""jax 0.8.0: footprint of an eager jax.vjp training step rises by 17.82 MiB (+12.3%) from 0.7.2 (unet, CPU)
+"""jax 0.8.0: footprint of an eager jax.vjp training step rises by 17.59 MiB (+12.1%) from 0.7.2 (unet, CPU)
 
-gradmem found footprint of unet (eager) move from 145.39 MiB at 0.7.2 to 163.21 MiB at 0.8.0 (id jax:unet:eager:footprint:0.7.2->0.8.0).
+gradmem found footprint of unet (eager) move from 145.72 MiB at 0.7.2 to 163.31 MiB at 0.8.0 (id jax:unet:eager:footprint:0.7.2->0.8.0).
 
 Standalone: imports only jax, NumPy and the standard library. Run it once under each
 release (a fresh environment with that release and NumPy installed):

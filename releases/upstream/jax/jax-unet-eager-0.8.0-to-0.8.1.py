@@ -1,6 +1,6 @@
-"""jax 0.8.1: footprint of an eager jax.vjp training step rises by 10.07 MiB (+6.2%) from 0.8.0 (unet, CPU)
+"""jax 0.8.1: footprint of an eager jax.vjp training step rises by 9.81 MiB (+6.0%) from 0.8.0 (unet, CPU)
 
-gradmem found footprint of unet (eager) move from 162.96 MiB at 0.8.0 to 173.03 MiB at 0.8.1 (id jax:unet:eager:footprint:0.8.0->0.8.1).
+gradmem found footprint of unet (eager) move from 163.28 MiB at 0.8.0 to 173.09 MiB at 0.8.1 (id jax:unet:eager:footprint:0.8.0->0.8.1).
 
 Standalone: imports only jax, NumPy and the standard library. Run it once under each
 release (a fresh environment with that release and NumPy installed):
