@@ -51,8 +51,7 @@ def held_not_actionable(document, outcomes, framework):
         kept = [c for c, _ in mine if c is not None and c["figure"] in verdict.MEASURED]
         if not (led or kept) or confirm.group_key((led or kept)[0]) in standing:
             continue
-        found.append(sorted(led or kept, key=lambda c: report_change.DRAFT_ORDER.index(c["figure"])
-                            if c["figure"] in report_change.DRAFT_ORDER else len(report_change.DRAFT_ORDER))[0])
+        found.append(report_change.draft_lead(led or kept))
     return found
 
 

@@ -153,6 +153,24 @@ def main(args):
             return stop.exit_code
 
 
+def _write_not_standing(out, framework, document, outcomes, torch_index):
+    """The drafts of groups run before whose changes are no longer actionable (withdrawn
+    side by side, say), written again saying so beside their scripts as run (not
+    rewritten: the runs are those scripts'); a group the sweep no longer flags at all has
+    nothing to write its draft from, and its draft is marked as it stands."""
+    for change in batch.held_not_actionable(document, outcomes, framework):
+        group = report_change.Group(out, framework, document, change, named=True)
+        if not os.path.exists(group.path(".py")):
+            print(f"  {group.id}: its script {group.path('.py')} is gone; its draft is left as written", file=sys.stderr)
+            continue
+        draft_path = report_change.write_draft(group, group.path(".py"), torch_index)
+        print(f"  draft {draft_path} ({store.standing(change)})", flush=True)
+    for group_id in batch.no_longer_flagged(document, outcomes, framework):
+        path = report_change.Group.path_of(out, framework, group_id, ".md")
+        if os.path.exists(path) and report_change.mark_withdrawn(out, path, store.standing(None)):
+            print(f"  draft {path} ({store.standing(None)})", flush=True)
+
+
 def _run(args, framework, document, plan, is_batch):
     out = args.out
     env_info = release_store.read_envs(out, framework)
@@ -162,20 +180,7 @@ def _run(args, framework, document, plan, is_batch):
         plan = batch.order(plan, env_info, walls, lambda r: report_change.cached(framework, r), args.runs)
     started, ran, failed, skipped = time.monotonic(), 0, 0, 0
     outcomes = store.read_outcomes(out, framework)
-    # over a store, --write-only also writes again the drafts of groups run before whose
-    # changes are no longer actionable (withdrawn side by side, say): each draft says so,
-    # beside the script as it was run (not rewritten: its runs are that script's)
-    not_actionable = batch.held_not_actionable(document, outcomes, framework) if is_batch and args.write_only else []
-    for number, change in enumerate(plan + not_actionable, 1):
-        if number > len(plan):
-            group = report_change.Group(out, framework, document, change, named=True)
-            if not os.path.exists(group.path(".py")):
-                print(f"  {group.id}: its script {group.path('.py')} is gone; its draft is left as written",
-                      file=sys.stderr)
-                continue
-            draft_path = report_change.write_draft(group, group.path(".py"), args.torch_index)
-            print(f"  draft {draft_path} ({store.standing(change)})", flush=True)
-            continue
+    for number, change in enumerate(plan, 1):
         group = report_change.Group(out, framework, document, change, named=not is_batch)
         if is_batch and (args.write_only or args.rejudge) and group.id not in outcomes["groups"]:
             continue  # over a store: the scripts and drafts (or the verdicts) of the groups run so far, again
@@ -216,10 +221,7 @@ def _run(args, framework, document, plan, is_batch):
         if not args.keep_envs and is_batch:
             _prune(framework, plan[number:])
     if is_batch and args.write_only:
-        for group_id in batch.no_longer_flagged(document, outcomes, framework):
-            path = report_change.Group.path_of(out, framework, group_id, ".md")
-            if os.path.exists(path) and report_change.mark_withdrawn(out, path, store.standing(None)):
-                print(f"  draft {path} ({store.standing(None)})", flush=True)
+        _write_not_standing(out, framework, document, outcomes, args.torch_index)
     if not args.write_only:
         page = report_change.publish_page(out, framework, document)
         counted = store.tally(document, store.read_outcomes(out, framework))

@@ -55,6 +55,18 @@ def _samples(values, figure):
     return ", ".join(detect.number(figure, v) for v in values)
 
 
+#: what a draft whose change no longer stands says it is not
+NOT_TO_FILE = "not a change to file"
+
+
+def verdict_words(standing, status):
+    """The header's verdict: the standalone `status` in bold, or, for a change that no
+    longer stands (`standing`: store.standing), that first and the status after."""
+    if not standing:
+        return f"**{status}**"
+    return f"**{standing.partition(': ')[0]}: {NOT_TO_FILE}** · standalone: {status}"
+
+
 def title(framework, change):
     figure = figures.get(change["figure"])
     found = change.get("confirmation") or {}
@@ -231,11 +243,10 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
     standing = store.standing(lead)
     out = [f"# {title(framework, lead)}", "",
            f"`{ids.of(framework, lead)}` · gradmem draft for the {framework} issue tracker · "
-           + (f"**{standing.partition(': ')[0]}: not a change to file** · standalone: {status}" if standing
-              else f"**{status}**"), ""]
+           + verdict_words(standing, status), ""]
     if standing:
         kind, _, note = standing.partition(": ")
-        out += [f"> **{kind.capitalize()}: not a change to file.** gradmem's release sweep flagged {figure.label} "
+        out += [f"> **{kind.capitalize()}: {NOT_TO_FILE}.** gradmem's release sweep flagged {figure.label} "
                 f"{shown(lead['before'])} -> {shown(lead['after'])} ({signed(lead['delta'])}); judged again by the "
                 f"store, it is {note}. This draft and its standalone runs are kept as they were run, for the record.",
                 ""]

@@ -23,6 +23,12 @@ DRAFT_ORDER = ("retained", "step_peak", "step_peak.backward", "step_peak.forward
                "first_step_footprint", "first_step_peak.backward", "first_step_peak.forward", "code_pages")
 
 
+def draft_lead(changes):
+    """The change of `changes` a draft leads with: DRAFT_ORDER's first figure."""
+    return min(changes, key=lambda c: DRAFT_ORDER.index(c["figure"]) if c["figure"] in DRAFT_ORDER
+               else len(DRAFT_ORDER))
+
+
 class Group:
     """A group of `framework`'s store in `out`: its changes, the lead first."""
 
@@ -36,9 +42,7 @@ class Group:
         self.lead = (actionable or confirmed or [change])[0]
         # the draft's: the change a user named, else the actionable figure a maintainer reads
         # first (what is kept, then what a step needs; the sums after their parts)
-        ranked = sorted(actionable or confirmed or [change], key=lambda c: DRAFT_ORDER.index(c["figure"])
-                        if c["figure"] in DRAFT_ORDER else len(DRAFT_ORDER))
-        self.draft_lead = change if named else ranked[0]
+        self.draft_lead = change if named else draft_lead(actionable or confirmed or [change])
         self.judged = confirmed or [change]  # the figures a run is judged for
         self.key = (change["workload"], change["mode"], change["before_release"], change["release"])
         self.id = ids.group_of(framework, self.key)
@@ -169,12 +173,12 @@ def mark_withdrawn(out, draft_path, words):
     draft written now does (`_as_named`). Nothing when it is marked already."""
     with open(draft_path, encoding="utf-8") as handle:
         lines = handle.read().split("\n")
-    if len(lines) < 3 or "not a change to file" in lines[2]:
+    if len(lines) < 3 or draft.NOT_TO_FILE in lines[2]:
         return False
     kind, _, note = words.partition(": ")
     head, _, status = lines[2].rpartition(" · ")
-    lines[2] = f"{head} · **{kind}: not a change to file** · standalone: {status.strip('*')}"
-    lines[3:3] = ["", f"> **{kind.capitalize()}: not a change to file.** {note[0].upper() + note[1:]}, measured "
+    lines[2] = f"{head} · {draft.verdict_words(words, status.strip('*'))}"
+    lines[3:3] = ["", f"> **{kind.capitalize()}: {draft.NOT_TO_FILE}.** {note[0].upper() + note[1:]}, measured "
                       f"again: this draft is kept as it was written and run, for the record."]
     text = "\n".join(lines).replace(f"--out {os.path.abspath(out)}", f"--out {_as_named(out)}")
     results.write_text_atomic(draft_path, text)
