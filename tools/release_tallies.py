@@ -121,13 +121,14 @@ def actionable_lines(stores):
 
 def upstream_table(stores):
     """Per store: its actionable figures, how many were run standalone and what came of it."""
-    lines = ["| framework | actionable figures | run standalone | reproduced standalone | harness only | not reproduced "
-             "here | failed | environment unavailable |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| framework | actionable figures | run standalone | reproduced standalone | harness only | of which the "
+             "loss's form | not reproduced here | failed | environment unavailable |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for label, _, _, document in stores:
         counted = upstream_store.tally(document, document.get("upstream") or {})
         lines.append(f"| {label} | {counted['actionable']} | {counted['run']} | {counted['reproduced']} | "
-                     f"{counted['harness only']} | {counted['not reproduced here']} | {counted['failed']} | "
-                     f"{counted['unavailable']} |")
+                     f"{counted['harness only']} | {counted['loss form']} | {counted['not reproduced here']} | "
+                     f"{counted['failed']} | {counted['unavailable']} |")
     return lines
 
 

@@ -5,7 +5,8 @@ releases/FRAMEWORK.upstream.json (the standalone outcomes); writes
 DIR/releases/upstream/index.html (per framework: how many actionable changes were run
 standalone and how many reproduced, then every draft with its verdict) and, per draft,
 DIR/releases/upstream/FRAMEWORK/GROUP.html (the draft as HTML) beside a copy of its
-script GROUP.py, which the draft links to.
+script GROUP.py, which the draft links to (and GROUP.functions.py, the same step with each
+op a small function, where a harness-only move was run that way).
 """
 
 import glob
@@ -68,14 +69,18 @@ def write(releases_dir, out_dir):
         os.makedirs(folder, exist_ok=True)
         script_name = os.path.basename(script)
         has_script = os.path.exists(script)
-        if has_script:
-            shutil.copyfile(script, os.path.join(folder, script_name))
+        copied = set()
+        # the script, and the same step with each op a small function where it was run (report_change.FORM_SUFFIX)
+        for held_script in (script, path[:-len(".md")] + ".functions.py"):
+            if os.path.exists(held_script):
+                shutil.copyfile(held_script, os.path.join(folder, os.path.basename(held_script)))
+                copied.add(os.path.basename(held_script))
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
 
-        def resolve(url, script_name=script_name, has_script=has_script):
-            if url == script_name:
-                return script_name if has_script else None
+        def resolve(url, copied=frozenset(copied)):
+            if url.endswith(".py") and "/" not in url:
+                return url if url in copied else None
             return url if url.startswith("#") or "://" in url else None
 
         body = (f'<p class="meta">A report draft, written by <code>python -m harness report-change</code> from '
@@ -106,6 +111,7 @@ def render_index(tallies, rows):
     counts = "".join(
         f"<tr><td>{html.escape(fw)}</td><td class='num'>{t['actionable']}</td><td class='num'>{t['run']}</td>"
         f"<td class='num'>{t['reproduced']}</td><td class='num'>{t['harness only']}</td>"
+        f"<td class='num'>{t['loss form']}</td>"
         f"<td class='num'>{t['not reproduced here']}</td>"
         f"<td class='num'>{t['failed']}</td><td class='num'>{t['unavailable']}</td></tr>"
         for fw, t in tallies.items())
@@ -121,12 +127,14 @@ def render_index(tallies, rows):
         "only the framework, NumPy and the standard library), runs it under both releases in fresh processes, and "
         "writes a report draft a maintainer could act on. <em>Reproduced standalone</em>: the script's medians move "
         "the way gradmem's side-by-side ones did, by at least half; <em>harness only</em>: they do not, while "
-        "gradmem's own memory pass run again beside them does; <em>not reproduced here</em>: neither does on this "
+        "gradmem's own memory pass run again beside them does (<em>the loss's form</em>: the script with each op a "
+        "small function, as gradmem's op table runs the loss, does); <em>not reproduced here</em>: neither does on this "
         "machine today (docs/releases.md says why, where it was found). <em>Withdrawn</em> or <em>not "
         "actionable</em>: a draft written while its change was actionable, whose change the store has since judged "
         "again (measured side by side again, it did not hold): kept as it was run, for the record, not to file.</p>"
         + ("<h2>Per framework (actionable figures)</h2><table><thead><tr><th>framework</th><th>actionable</th>"
-           "<th>run standalone</th><th>reproduced</th><th>harness only</th><th>not reproduced here</th><th>failed</th>"
+           "<th>run standalone</th><th>reproduced</th><th>harness only</th><th>of which the loss's form</th>"
+           "<th>not reproduced here</th><th>failed</th>"
            "<th>unavailable</th>"
            f"</tr></thead><tbody>{counts}</tbody></table>" if counts else "")
         + ("<h2>The drafts</h2><table><thead><tr><th>framework</th><th>draft</th><th>status</th>"

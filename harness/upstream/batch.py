@@ -103,14 +103,17 @@ def estimated_s(change, env_info, walls, at_hand, runs):
     return build + 2 * runs * walls.get(key, DEFAULT_SAMPLE_S)
 
 
-def done(outcomes, framework, document, change, sha, with_control=True):
+def done(outcomes, framework, document, change, sha, with_control=True, with_forms=True):
     """True when every confirmed change of the group has a verdict for the script `sha`
     (failed and unavailable ones too: --retry measures those again), and, `with_control`,
-    every one the script did not reproduce has gradmem's own pass beside it."""
-    from harness.upstream import verdict
+    every one the script did not reproduce has gradmem's own pass beside it and,
+    `with_forms`, the script in its other form's verdict (report_change.judge_forms)."""
+    from harness.upstream import report_change, verdict
 
     members = [c for c in ids.group_members(document, change)
                if (c.get("confirmation") or {}).get("status") == "confirmed" and c["figure"] in verdict.MEASURED]
     found = [outcomes.get("changes", {}).get(ids.of(framework, c)) for c in members]
     return bool(found) and all(f and f.get("script_sha") == sha and not (
-        with_control and f.get("status") == "harness only" and "control" not in f) for f in found)
+        with_control and f.get("status") == "harness only" and "control" not in f) and not (
+        with_forms and f.get("status") == "harness only" and "forms" not in f and report_change.forms_due(c))
+        for c, f in zip(members, found))

@@ -18,7 +18,10 @@ line, or the line itself) of the store in --out (default releases/):
    size); where it does not, gradmem's own memory pass of the same cells runs beside it
    (harness/upstream/control.py; --no-control skips it) and tells harness only (the
    harness still shows the move) from not reproduced here (neither does: the store's
-   confirmation does not hold on this machine) (harness/upstream/verdict.py); the outcome goes to
+   confirmation does not hold on this machine) (harness/upstream/verdict.py); a harness-only
+   move is run once more with each op a small function, as gradmem's op table runs the
+   loss (DIR/upstream/FRAMEWORK/GROUP.functions.py; --no-forms skips it): reproduced
+   there, the loss's form is what makes it; the outcome goes to
    DIR/FRAMEWORK.upstream.json, each run to DIR/FRAMEWORK.upstream.jsonl;
 3. writes the report draft, DIR/upstream/FRAMEWORK/GROUP.md, and the framework's page
    again, whose line for the change then says "reproduced standalone" or "harness only".
@@ -74,6 +77,10 @@ def add_arguments(parser):
     parser.add_argument("--no-control", action="store_true",
                         help="where the script does not reproduce a move, do not run gradmem's own memory pass of the "
                              "same cells beside it (the control that tells 'harness only' from 'not reproduced here')")
+    parser.add_argument("--no-forms", action="store_true",
+                        help="where the script leaves a move to the harness, do not run it again with each op a small "
+                             "function (GROUP.functions.py: the form gradmem's op table runs, which tells whether the "
+                             "loss's form makes the move)")
     parser.add_argument("--keep-envs", action="store_true",
                         help="keep the environments this run built (default: each is removed after its last group)")
     parser.add_argument("--torch-index", default=None,
@@ -194,7 +201,7 @@ def _run(args, framework, document, plan, is_batch):
             continue
         if is_batch and not args.write_only and not args.rejudge:
             if batch.done(outcomes, framework, document, change, store.script_hash(text),
-                          with_control=not args.no_control) and not (
+                          with_control=not args.no_control, with_forms=not args.no_forms) and not (
                     args.retry and any(o.get("status") in ("failed", "unavailable")
                                        for o in outcomes["changes"].values() if o.get("group") == group.id)):
                 skipped += 1
@@ -209,7 +216,7 @@ def _run(args, framework, document, plan, is_batch):
         if not args.write_only:
             found = report_change.measure(group, script_path, runs=args.runs, torch_index=args.torch_index,
                                           timeout_s=args.timeout or runner.TIMEOUT_S,
-                                          with_control=not args.no_control)
+                                          with_control=not args.no_control, with_forms=not args.no_forms)
             ran += 1
             for change_id, outcome in found.items():
                 print(f"  {change_id}: {_said(outcome)}", flush=True)
@@ -226,7 +233,9 @@ def _run(args, framework, document, plan, is_batch):
         page = report_change.publish_page(out, framework, document)
         counted = store.tally(document, store.read_outcomes(out, framework))
         print(f"{framework}: {counted['run']} of {counted['actionable']} actionable changes run standalone: "
-              f"{counted['reproduced']} reproduced, {counted['harness only']} harness only, {counted['failed']} failed, "
+              f"{counted['reproduced']} reproduced, {counted['harness only']} harness only"
+              + (f" ({counted['loss form']} the loss's form)" if counted["loss form"] else "")
+              + f", {counted['failed']} failed, "
               f"{counted['unavailable']} unavailable" + (f" (this run: {ran} group(s), {skipped} already judged)"
                                                           if is_batch else "") + (f"; page {page}" if page else ""),
               flush=True)

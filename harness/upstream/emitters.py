@@ -60,7 +60,10 @@ def _unary(call):
     return lambda a: f"{call}({a.x})"
 
 
-def _reduction(call, axis_name, keep_name, all_axes="", tf_axes=False):
+def _reduction(call, axis_name, keep_name, all_axes="", tf_axes=False, every_axis=""):
+    """A reduction's emitter. Its `general` form writes the body of a function whose axis
+    is a parameter, known only at run time: None there means every axis (`every_axis`,
+    where the framework's call needs them listed, as the adapter's does)."""
     def emit(a):
         if a.axis == "None" and not all_axes:
             return f"{call}({a.x}" + _kw(keep_name, a.keepdims, "False") + ")"
@@ -70,6 +73,16 @@ def _reduction(call, axis_name, keep_name, all_axes="", tf_axes=False):
                 raise NotEmitted(f"{call} over every axis of an expression: give the axes")
             axis = all_axes.format(x=a.x)
         return f"{call}({a.x}, {axis_name}={axis}" + _kw(keep_name, a.keepdims, "False") + ")"
+
+    def general(a):
+        axis = a.axis
+        if tf_axes:
+            axis = f"list({a.axis}) if isinstance({a.axis}, tuple) else {a.axis}"
+        elif all_axes or every_axis:
+            axis = f"{(all_axes or every_axis).format(x=a.x)} if {a.axis} is None else {a.axis}"
+        return f"{call}({a.x}, {axis_name}={axis}, {keep_name}={a.keepdims})"
+
+    emit.general = general
     return emit
 
 
@@ -86,14 +99,17 @@ def _common(prefix_unary, matmul="@"):
     }
 
 
+#: torch's reductions over every axis, as the adapter's `_all_axes` lists them
+EVERY_AXIS = "tuple(range({x}.ndim))"
+
 TORCH = {
     **_common("torch."),
     "sigmoid": _unary("torch.sigmoid"),
     "relu": _unary("torch.relu"),
-    "sum": _reduction("torch.sum", "dim", "keepdim"),
-    "mean": _reduction("torch.mean", "dim", "keepdim"),
+    "sum": _reduction("torch.sum", "dim", "keepdim", every_axis=EVERY_AXIS),
+    "mean": _reduction("torch.mean", "dim", "keepdim", every_axis=EVERY_AXIS),
     # amax, not max(dim): the gradient is shared among ties (the adapter's choice)
-    "max": _reduction("torch.amax", "dim", "keepdim"),
+    "max": _reduction("torch.amax", "dim", "keepdim", every_axis=EVERY_AXIS),
     "reshape": lambda a: f"torch.reshape({a.x}, {a.shape})",
     "permute_dims": lambda a: f"torch.permute({a.x}, {a.axes})",
     "concat": lambda a: f"torch.cat({a.xs}" + _kw("dim", a.axis, "0") + ")",
@@ -101,7 +117,7 @@ TORCH = {
     "take": lambda a: f"take({a.x}, {a.indices}" + _kw("axis", a.axis, "0") + ")",
     "where": lambda a: f"torch.where({a.cond}, {a.x}, {a.y})",
     "softmax": lambda a: f"torch.softmax({a.x}, dim={a.axis})",
-    "logsumexp": _reduction("torch.logsumexp", "dim", "keepdim", all_axes="tuple(range({x}.ndim))"),
+    "logsumexp": _reduction("torch.logsumexp", "dim", "keepdim", all_axes=EVERY_AXIS),
     "conv2d": lambda a: f"F.conv2d({a.x}, {a.w}" + _kw("stride", a.stride, "1") + _kw("padding", a.padding, "0") + ")",
     "max_pool2d": lambda a: (f"F.max_pool2d({a.x}, kernel_size={a.size}, stride={a.size})" if _simple(a.size)
                              else f"max_pool2d({a.x}, {a.size})"),
@@ -228,13 +244,17 @@ CHAIN = '''def chain(step, x, n, consts):
 '''
 
 
-def emit(framework, op, args):
+def emit(framework, op, args, general=False):
     """The expression (source) of `op` called with `args` ({parameter: source}) in
-    `framework`, and the helper it calls (a name of HELPERS[framework], or None)."""
+    `framework`, and the helper it calls (a name of HELPERS[framework], or None).
+    `general`: for arguments known only at run time (a function's parameters), not
+    written out at the call (an emitter that reads its arguments' source has a
+    `general` form for that)."""
     table = EMITTERS[framework]
     if op not in table:
         raise NotEmitted(f"op {op!r} has no {framework} emitter (harness/upstream/emitters.py)")
-    text = table[op](SimpleNamespace(**args))
+    emitter = getattr(table[op], "general", table[op]) if general else table[op]
+    text = emitter(SimpleNamespace(**args))
     called = ast.parse(text, mode="eval").body
     name = called.func.id if isinstance(called, ast.Call) and isinstance(called.func, ast.Name) else None
     return text, (name if name in HELPERS.get(framework, {}) else None)

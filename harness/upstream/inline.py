@@ -10,6 +10,14 @@ its helpers is dropped from every definition and call. ``checkpoint(f, *xs)`` be
 remat. Comments are not kept (the AST has none); docstrings are.
 
 `inlined(workload, framework)` returns the source and the helpers it calls.
+
+The other form, ``form="functions"``, keeps every op a call of a small function:
+``ops.add(x, y)`` becomes ``op_add(x, y)``, and ``def op_add(x, y): return (x) + (y)``
+is among the helpers (`op_function`), one per op called, with the op's signature
+(harness/ops.py). It is how gradmem runs a loss (the adapter's op table: a Python
+function per op): a move that a tracer makes of a loss written through small functions
+and not of the same loss inlined (torch.compile's Dynamo, one frame per call) shows in
+this form and not in the other (docs/releases.md, "harness only").
 """
 
 import ast
@@ -21,6 +29,10 @@ from harness.upstream import emitters
 
 #: the functions a script needs of a workload: the data and the loss
 ENTRY_POINTS = ("init", "loss")
+#: how the ops are written: each inlined as the framework's expression, or each a call of a small function
+FORMS = ("inlined", "functions")
+#: the name of an op's function in the "functions" form
+FUNCTION_PREFIX = "op_"
 
 
 class InlineError(ValueError):
@@ -85,9 +97,34 @@ def _pretty_index(node):
     return node
 
 
+def op_function(framework, op):
+    """(source, helper or None) of the "functions" form's definition of `op`: its
+    signature from harness/ops.py, its body the framework's expression of it with the
+    parameters as names (emitters.emit's general form)."""
+    params = signature(op)
+    text, helper = emitters.emit(framework, op, {name: name for name, _ in params}, general=True)
+    listed = ", ".join(name if default is None else f"{name}={default}" for name, default in params)
+    body = ast.unparse(ast.parse(text, mode="eval"))  # (x) + (y) written as x + y
+    return f"def {FUNCTION_PREFIX}{op}({listed}):\n    return {body}\n", helper
+
+
+def helper_source(framework, name):
+    """The definition a script carries of a helper `inlined` or `function` named: an op's
+    function of the "functions" form, or an adapter's multi-line op (emitters.HELPERS)."""
+    if name.startswith(FUNCTION_PREFIX):
+        return op_function(framework, name[len(FUNCTION_PREFIX):])[0]
+    return emitters.HELPERS[framework][name]
+
+
+def _check_form(form):
+    if form not in FORMS:
+        raise InlineError(f"form {form!r}: one of {', '.join(FORMS)}")
+
+
 class _Inliner(ast.NodeTransformer):
-    def __init__(self, framework):
-        self.framework = framework
+    def __init__(self, framework, form="inlined"):
+        _check_form(form)
+        self.framework, self.form = framework, form
         self.helpers = set()
         self.chain = False
 
@@ -109,6 +146,12 @@ class _Inliner(ast.NodeTransformer):
         if op == "chain":
             self.chain = True
             return ast.copy_location(ast.Call(ast.Name("chain", ast.Load()), call.args, call.keywords), call)
+        if self.form == "functions":  # the call as written, of the op's own small function
+            _bind(op, call)  # the arguments fit the op's signature
+            _, helper = op_function(self.framework, op)
+            self.helpers.update(h for h in (FUNCTION_PREFIX + op, helper) if h)
+            return ast.copy_location(ast.Call(ast.Name(FUNCTION_PREFIX + op, ast.Load()), call.args, call.keywords),
+                                     call)
         text, helper = emitters.emit(self.framework, op, _bind(op, call))
         if helper:
             self.helpers.add(helper)
@@ -166,10 +209,11 @@ def _needed(defined, roots):
     return seen
 
 
-def inlined(module, framework):
+def inlined(module, framework, form="inlined"):
     """(source, helpers, uses_chain, imports) of `module`'s init and loss with
-    `framework`'s ops inlined: `imports` are the module's own import lines the kept code
-    reads (math, numpy)."""
+    `framework`'s ops inlined (or, `form` "functions", each a call of its own small
+    function, named among the helpers): `imports` are the module's own import lines the
+    kept code reads (math, numpy)."""
     if framework not in emitters.FRAMEWORKS:
         raise InlineError(f"no standalone scripts for {framework}: written for {', '.join(emitters.FRAMEWORKS)}")
     tree = ast.parse(textwrap.dedent(inspect.getsource(module)))
@@ -184,7 +228,7 @@ def inlined(module, framework):
                  _assigned(node) if isinstance(node, ast.Assign) else [])
         if names and any(n in keep for n in names) and node not in nodes:
             nodes.append(node)
-    inliner = _Inliner(framework)
+    inliner = _Inliner(framework, form)
     body = [inliner.visit(node) for node in nodes]
     read = {n.id for node in body for n in ast.walk(node) if isinstance(n, ast.Name)}
     used_imports = []
@@ -198,13 +242,13 @@ def inlined(module, framework):
     return source, sorted(inliner.helpers), inliner.chain, used_imports
 
 
-def function(func, framework, name=None):
+def function(func, framework, name=None, form="inlined"):
     """(source, helpers, uses_chain) of one op-set function (``ops`` its first
-    parameter, e.g. the runtime warm-up's loss) with `framework`'s ops inlined, named
-    `name` (default: its own)."""
+    parameter, e.g. the runtime warm-up's loss) with `framework`'s ops inlined (or in
+    `form`), named `name` (default: its own)."""
     node = ast.parse(textwrap.dedent(inspect.getsource(func))).body[0]
     if name:
         node.name = name
-    inliner = _Inliner(framework)
+    inliner = _Inliner(framework, form)
     node = inliner.visit(node)
     return ast.unparse(ast.fix_missing_locations(node)) + "\n", sorted(inliner.helpers), inliner.chain

@@ -10,7 +10,7 @@ draft; `publish_page` writes the framework's release page again so its lines say
 
 import os
 
-from harness import results
+from harness import results, workloads
 from harness.releases import confirm, detect
 from harness.releases import page as release_page
 from harness.releases import store as release_store
@@ -63,15 +63,19 @@ class Group:
         return os.path.join(store.artifacts_dir(out, framework), ids.slug(group_id) + suffix)
 
 
-def write_script(group, dtype="float32"):
-    """The group's standalone script, written beside the store; its path."""
-    path = group.path(".py")
-    results.write_text_atomic(path, script_source(group, dtype))
+#: the file of a group's script in each form (inline.FORMS): GROUP.py, GROUP.functions.py
+FORM_SUFFIX = {"inlined": ".py", "functions": ".functions.py"}
+
+
+def write_script(group, dtype="float32", form="inlined"):
+    """The group's standalone script (in `form`), written beside the store; its path."""
+    path = group.path(FORM_SUFFIX[form])
+    results.write_text_atomic(path, script_source(group, dtype, form))
     return path
 
 
-def script_source(group, dtype="float32"):
-    """The group's standalone script (its source)."""
+def script_source(group, dtype="float32", form="inlined"):
+    """The group's standalone script (its source), its ops inlined or in `form`."""
     lead = group.lead
     found = lead.get("confirmation") or {}
     about = (f"gradmem found {lead['figure']} of {lead['workload']} ({lead['mode']}) move from "
@@ -79,16 +83,17 @@ def script_source(group, dtype="float32"):
              f"{draft.amount(lead['figure'], found.get('after', lead['after']))} at {lead['release']} "
              f"(id {ids.of(group.framework, lead)}).")
     spec = script.Spec(group.framework, lead["workload"], lead["mode"], group.size, dtype, lead["figure"],
-                       draft.title(group.framework, lead), about, growth=group.growth)
+                       draft.title(group.framework, lead), about, growth=group.growth, form=form)
     return script.write(spec)
 
 
 def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=runner.TIMEOUT_S, with_control=True,
-            say=print):
+            with_forms=True, say=print):
     """Run the script under both releases and record each judged figure's outcome;
     where a figure did not reproduce, gradmem's own pass of the same cells beside it
-    (`with_control`: control.py) says whether the harness still shows the move here.
-    Returns {id: outcome}."""
+    (`with_control`: control.py) says whether the harness still shows the move here,
+    and (`with_forms`) the script with each op a small function says whether the
+    loss's form is the cause (`judge_forms`). Returns {id: outcome}."""
     by_release, unavailable = runner.run_group(group.out, group.framework, group.id, group.releases, script_path,
                                                runs=runs, torch_index=torch_index, timeout_s=timeout_s, say=say)
     harness_today = None
@@ -114,6 +119,8 @@ def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=ru
         outcome.update(group=group.id, script=os.path.relpath(script_path, group.out), script_sha=sha,
                        draft=os.path.relpath(group.path(".md"), group.out), actionable=bool(change.get("actionable")))
         found[ids.of(group.framework, change)] = outcome
+    if with_forms and not unavailable:
+        judge_forms(group, found, runs, torch_index, timeout_s, say)
     outcomes["framework"] = group.framework
     outcomes["rule"] = verdict.RULE
     outcomes["changes"].update(found)
@@ -121,6 +128,36 @@ def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=ru
                                     next(iter(found.values()))["script"]}
     store.write_outcomes(group.out, group.framework, outcomes)
     return found
+
+
+def forms_due(change):
+    """True when a harness-only verdict on `change` is judged in the other form too: an
+    op-set workload's loss (a native step is run as written, in one form)."""
+    return workloads.native(change["workload"]) is None
+
+
+def judge_forms(group, found, runs, torch_index, timeout_s, say=print):
+    """The harness-only figures of `found` ({id: outcome}, updated) judged by the group's
+    script with each op a small function (GROUP.functions.py, inline.FORMS), run under
+    both releases as the inlined one was: a move this form shows and the inlined one does
+    not is made by the loss's form (torch.compile traces a loss through small functions
+    otherwise than the same loss inlined), not by what the harness measures."""
+    judged = {ids.of(group.framework, c): c for c in group.judged}
+    left = [i for i, o in found.items() if o["status"] == "harness only" and forms_due(judged[i])]
+    if not left:
+        return
+    path = write_script(group, form="functions")
+    say(f"  the loss with each op a small function: {path}", flush=True)
+    by_release, unavailable = runner.run_group(group.out, group.framework, group.id, group.releases, path, runs=runs,
+                                               torch_index=torch_index, timeout_s=timeout_s, say=say)
+    with open(path, encoding="utf-8") as handle:
+        sha = store.script_hash(handle.read())
+    for change_id in left:
+        form = ({"status": "unavailable", "why": unavailable} if unavailable
+                else verdict.judge_form(judged[change_id], by_release))
+        form.update(script=os.path.relpath(path, group.out), script_sha=sha)
+        found[change_id]["forms"] = {"functions": form}
+        found[change_id]["why"] += "; " + verdict.form_words(judged[change_id]["figure"], form)
 
 
 def confirmed_on(group):

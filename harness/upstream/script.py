@@ -44,6 +44,7 @@ class Spec(NamedTuple):
     about: str = ""  # a paragraph: the change, the releases, how it was found
     seed: int = 0
     growth: bool = False  # also measure the growth per step (`leak`) over probe.GROWTH_STEPS steady steps
+    form: str = "inlined"  # the ops inlined, or "functions": each a call of a small function (inline.FORMS)
 
 
 def probe_source(growth=False):
@@ -71,7 +72,10 @@ def _header(spec, environment):
         "and the modules imported; and the figure of the change on stderr.",
         "",
         "Written by gradmem (python -m harness report-change): the workload is gradmem's op-set code with",
-        f"{spec.framework}'s ops inlined; the measurement is gradmem's memory pass (docs/measurement.md).",
+        *([f"{spec.framework}'s ops inlined; the measurement is gradmem's memory pass (docs/measurement.md)."]
+          if spec.form == "inlined" else
+          [f"each op a call of a small function of {spec.framework} code (op_add, op_matmul, ...), as gradmem's",
+           "op table calls them; the measurement is gradmem's memory pass (docs/measurement.md)."]),
     ]
     lines = '"""' + "\n".join(doc).replace('"""', "'''") + '\n"""\n'
     env = "\n".join(f"    {k!r}: {v!r}," for k, v in environment.items())
@@ -102,6 +106,9 @@ def write(spec):
         raise inline.InlineError(f"no standalone scripts for {spec.framework}: written for "
                                  f"{', '.join(emitters.FRAMEWORKS)}")
     native = workloads.native(spec.workload) is not None
+    if native and spec.form != "inlined":
+        raise inline.InlineError(f"{spec.workload}: a native step is run as written; the {spec.form!r} form is of "
+                                 "an op-set workload's loss")
     program, make_step = programs.program(spec.framework, "eager" if native else spec.mode)
     parts = [_header(spec, programs.environment(spec.framework))]
     parts.append(_section("the probe (gradmem's memory pass, docs/measurement.md)") + probe_source(spec.growth))
@@ -121,10 +128,11 @@ def write(spec):
 
 def _op_set(spec, program, make_step):
     module = workloads.get(spec.workload)
-    source, helpers, chain, imports = inline.inlined(module, spec.framework)
-    tiny, tiny_helpers, tiny_chain = inline.function(runtime_warmup.tiny_loss, spec.framework, "tiny_loss")
+    source, helpers, chain, imports = inline.inlined(module, spec.framework, spec.form)
+    tiny, tiny_helpers, tiny_chain = inline.function(runtime_warmup.tiny_loss, spec.framework, "tiny_loss",
+                                                     spec.form)
     cfg = workloads.config(spec.workload, spec.size)
-    helper_text = [emitters.HELPERS[spec.framework][h] for h in sorted(set(helpers) | set(tiny_helpers))]
+    helper_text = [inline.helper_source(spec.framework, h) for h in sorted(set(helpers) | set(tiny_helpers))]
     if chain or tiny_chain:
         helper_text.insert(0, emitters.CHAIN)
     origin = getattr(module, "SOURCE", "")

@@ -88,10 +88,21 @@ def write_outcomes(out, framework, outcomes):
     results.write_json_atomic(outcomes_path(out, framework), outcomes)
 
 
+#: a harness-only change the script reproduces with each op a small function (report_change.judge_forms)
+LOSS_FORM = "harness only: the loss's form (reproduced with each op a small function)"
+
+
+def loss_form(outcome):
+    """True when a harness-only `outcome`'s move is made by the loss's form: the script
+    with each op a small function, as gradmem's op table runs it, reproduces it."""
+    form = ((outcome or {}).get("forms") or {}).get("functions") or {}
+    return (outcome or {}).get("status") == "harness only" and form.get("status") == "reproduced"
+
+
 def label(outcome):
     """The words of a change's line: "reproduced standalone", "harness only", ... ("" when
     the change was not run standalone)."""
-    return LABELS.get((outcome or {}).get("status"), "")
+    return LOSS_FORM if loss_form(outcome) else LABELS.get((outcome or {}).get("status"), "")
 
 
 def standing(change):
@@ -111,12 +122,13 @@ def standing(change):
 
 
 def tally(document, outcomes):
-    """{"actionable", "run", and a count per status of LABELS} over
-    the actionable changes of `document` (a changes.json)."""
+    """{"actionable", "run", a count per status of LABELS, and "loss form" (of the harness
+    only, those the loss's form makes: `loss_form`)} over the actionable changes of
+    `document` (a changes.json)."""
     from harness.upstream import ids
 
     framework = document.get("framework", "")
-    counts = {"actionable": 0, "run": 0, **{status: 0 for status in LABELS}}
+    counts = {"actionable": 0, "run": 0, **{status: 0 for status in LABELS}, "loss form": 0}
     for change in document.get("changes") or []:
         if not change.get("actionable"):
             continue
@@ -125,4 +137,5 @@ def tally(document, outcomes):
         if found and found.get("status") in LABELS:
             counts["run"] += 1
             counts[found["status"]] += 1
+            counts["loss form"] += loss_form(found)
     return counts

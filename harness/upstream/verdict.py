@@ -99,3 +99,30 @@ def judge(change, by_release, control=None):
     if failed:
         found["messages"] = failed[-3:]
     return found
+
+
+def judge_form(change, by_release):
+    """How the script in another form (inline.FORMS: each op a small function) moves for
+    a change the inlined script left to the harness: {status: reproduced | not reproduced
+    | failed, before, after, delta, share, p, before_samples, after_samples}, by the
+    same rule."""
+    a = values(by_release.get(change["before_release"], {}), change["figure"])
+    b = values(by_release.get(change["release"], {}), change["figure"])
+    if len(a) < MIN_RUNS or len(b) < MIN_RUNS:
+        return {"status": "failed", "why": f"{min(len(a), len(b))} ok run(s) on a side; {MIN_RUNS} needed",
+                "before_samples": a, "after_samples": b}
+    before, after, delta, share, p, holds = moves(change, a, b)
+    return {"status": "reproduced" if holds else "not reproduced", "before": before, "after": after, "delta": delta,
+            "share": share, "p": p, "before_samples": a, "after_samples": b}
+
+
+def form_words(figure, form):
+    """What the "functions" form's runs say of a harness-only change, in a clause."""
+    if form.get("before") is None:
+        return f"the script with each op a small function: {form['status']} ({form.get('why', '')})"
+    moved = (f"{detect.number(figure, form['before'])} -> {detect.fmt(figure, form['after'])} "
+             f"({form['share']:.0%} of it)")
+    if form["status"] == "reproduced":
+        return (f"with each op a small function, as gradmem's op table calls them, the script reproduces it "
+                f"({moved}): the move is in how the framework takes a loss written through small functions")
+    return f"with each op a small function the script does not reproduce it either ({moved}): not the loss's form"

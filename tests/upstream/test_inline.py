@@ -2,8 +2,9 @@
 
 Every op of the op set has an emitter in each framework the scripts are written for;
 every built-in workload inlines with no `ops` left; and, run in the framework, the
-inlined loss equals the adapter's loss on the same arrays (torch here at tiny; JAX and
-TensorFlow, whose imports and eager compiles take longer, marked slow)."""
+inlined loss equals the adapter's loss on the same arrays (torch here at tiny, in both
+forms: the ops inlined and each a small function; JAX and TensorFlow, whose imports and
+eager compiles take longer, marked slow)."""
 
 import importlib
 import importlib.util
@@ -44,6 +45,25 @@ def test_a_call_is_written_as_its_users_write_it():
     assert "tf.reduce_mean(x, axis=-1, keepdims=True)" in source
 
 
+@pytest.mark.parametrize("framework", emitters.FRAMEWORKS)
+def test_in_the_functions_form_every_op_is_a_call_of_its_own_small_function(framework):
+    for name in workloads.NAMES:
+        source, helpers, _, _ = inline.inlined(workloads.get(name), framework, "functions")
+        assert "ops." not in source and "ops," not in source, (framework, name)
+        called = {h[len(inline.FUNCTION_PREFIX):] for h in helpers if h.startswith(inline.FUNCTION_PREFIX)}
+        assert called and called <= set(OPS), (framework, name)
+        # the loss calls the functions, as the adapter's loss calls its op table
+        assert all(f"{inline.FUNCTION_PREFIX}{op}(" in source for op in called)
+        for helper in helpers:
+            assert inline.helper_source(framework, helper).startswith(f"def {helper}("), (framework, helper)
+    # a reduction's axis is a parameter there: None means every axis at run time, as the adapter's _all_axes
+    assert inline.op_function("torch", "mean")[0] == (
+        "def op_mean(x, axis=None, keepdims=False):\n"
+        "    return torch.mean(x, dim=tuple(range(x.ndim)) if axis is None else axis, keepdim=keepdims)\n")
+    with pytest.raises(inline.InlineError, match="form 'compact': one of inlined, functions"):
+        inline.inlined(workloads.get("chained_dot"), "torch", "compact")
+
+
 def test_a_call_that_breaks_the_op_signature_is_one_error_naming_it(tmp_path):
     path = tmp_path / "bad_workload.py"
     path.write_text("def init(rng, cfg, dtype):\n    return {}, {}\n\n\ndef loss(ops, params, inputs, cfg):\n"
@@ -55,24 +75,24 @@ def test_a_call_that_breaks_the_op_signature_is_one_error_naming_it(tmp_path):
         inline.inlined(module, "torch")
 
 
-def _namespace(framework, name):
+def _namespace(framework, name, form="inlined"):
     """The inlined workload's functions, defined in a namespace with the framework imported."""
-    source, helpers, chain, imports = inline.inlined(workloads.get(name), framework)
+    source, helpers, chain, imports = inline.inlined(workloads.get(name), framework, form)
     program = programs.PROGRAMS[framework]
     code = "\n".join(["import math", "import numpy as np", program.imports, *program.aliases.values(), *imports,
-                      emitters.CHAIN, *(emitters.HELPERS[framework][h] for h in helpers), source])
+                      emitters.CHAIN, *(inline.helper_source(framework, h) for h in helpers), source])
     found = {}
     exec(compile(code, f"<{framework} {name}>", "exec"), found)
     return found
 
 
-def _agree(framework):
+def _agree(framework, form="inlined"):
     adapter = frameworks.get(framework).load("cpu", "eager")
     for name in workloads.NAMES:
         problem = workloads.build(name, "tiny", "float32")
         params, inputs = adapter.from_numpy(problem.params), adapter.from_numpy(problem.inputs)
         expected = float(np.asarray(adapter.to_numpy({"v": problem.loss(adapter.ops, params, inputs)})["v"]))
-        space = _namespace(framework, name)
+        space = _namespace(framework, name, form)
         cfg = workloads.config(name, "tiny")
         # the inlined init makes the same arrays from the same seed
         again = space["init"](np.random.default_rng(0), cfg, "float32")
@@ -82,13 +102,15 @@ def _agree(framework):
         assert math.isclose(got, expected, rel_tol=1e-5, abs_tol=1e-6), (framework, name, got, expected)
 
 
-def test_the_inlined_torch_loss_is_the_adapters_on_every_workload():
+@pytest.mark.parametrize("form", inline.FORMS)
+def test_the_inlined_torch_loss_is_the_adapters_on_every_workload(form):
     pytest.importorskip("torch")
-    _agree("torch")
+    _agree("torch", form)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("form", inline.FORMS)
 @pytest.mark.parametrize("framework", ["jax", "tensorflow"])
-def test_the_inlined_loss_is_the_adapters_on_every_workload(framework):
+def test_the_inlined_loss_is_the_adapters_on_every_workload(framework, form):
     pytest.importorskip(frameworks.get(framework).module)
-    _agree(framework)
+    _agree(framework, form)

@@ -268,3 +268,60 @@ def test_a_draft_whose_change_the_sweep_no_longer_flags_is_marked_as_it_stands(t
     assert lines[2].endswith("· **withdrawn: not a change to file** · standalone: reproduced standalone")
     assert lines[4].startswith("> **Withdrawn: not a change to file.** No longer flagged by the release sweep")
     assert lines[5:] == written.split("\n")[3:]  # the rest as written, marked once
+
+
+def test_a_harness_only_move_is_run_again_with_each_op_a_small_function(tmp_path, capsys, monkeypatch):
+    # The inlined script shows no move, gradmem's own pass beside it does (harness only); the
+    # same step with each op a small function (the form gradmem's op table runs) moves as the
+    # harness did: the loss's form makes it, and the verdict, the draft and the tally say so.
+    out = _store(tmp_path)
+    flat = FAKE.replace("15.0 if after else 10.2", "10.1 if after else 10.2")
+    _fake_pythons(tmp_path, monkeypatch, flat)
+    written = []
+
+    def write(spec):
+        written.append(spec.form)
+        return FAKE if spec.form == "functions" else flat
+
+    monkeypatch.setattr(script, "write", write)
+    monkeypatch.setattr(control, "run_group", lambda *a, **k: {
+        "2.3.1": {i: {"status": "ok", "figures": {"retained": 10.0 * MIB}} for i in (1, 2)},
+        "2.4.0": {i: {"status": "ok", "figures": {"retained": 16.0 * MIB}} for i in (1, 2)}})
+    assert _main(ID, "--out", str(out), "--runs", "2") == 0
+    outcome = store.read_outcomes(str(out), "torch")["changes"][ID]
+    form = outcome["forms"]["functions"]
+    assert outcome["status"] == "harness only" and form["status"] == "reproduced" and written[-1] == "functions"
+    assert abs(form["delta"] - 4.8 * MIB) < 1 and form["script"].endswith(".functions.py")
+    assert store.label(outcome) == store.LOSS_FORM and "the move is in how the framework takes a loss" in outcome["why"]
+    folder = out / "upstream" / "torch"
+    assert (folder / "torch-chained_dot-eager-2.3.1-to-2.4.0.functions.py").read_text() == FAKE
+    draft = (folder / "torch-chained_dot-eager-2.3.1-to-2.4.0.md").read_text()
+    assert "| the script with each op a small function ([torch-chained_dot-eager-2.3.1-to-2.4.0.functions.py]" in draft
+    assert "the form that shows the move" in draft and "/tmp/torch-2.4.0/bin/python torch-chained_dot-eager-2.3.1-to-2.4.0.functions.py" in draft
+    document = json.loads((out / "torch.changes.json").read_text())
+    counted = store.tally(document, store.read_outcomes(str(out), "torch"))
+    assert counted["harness only"] == 1 and counted["loss form"] == 1
+    # both forms' runs are held (2 a side each): a batch over the store measures nothing again
+    assert len(store.read_samples(str(out), "torch")) == 8
+    monkeypatch.setattr(runner, "run_once", lambda *a, **k: pytest.fail("measured again"))
+    assert _main("--framework", "torch", "--actionable", "--out", str(out), "--runs", "2") == 0
+    assert "1 already judged" in capsys.readouterr().out
+
+
+def test_a_harness_only_move_judged_before_the_forms_existed_is_run_in_the_other_form_by_the_batch(
+        tmp_path, capsys, monkeypatch):
+    out = _store(tmp_path)
+    flat = FAKE.replace("15.0 if after else 10.2", "10.1 if after else 10.2")
+    _fake_pythons(tmp_path, monkeypatch, flat)
+    monkeypatch.setattr(control, "run_group", lambda *a, **k: {
+        "2.3.1": {i: {"status": "ok", "figures": {"retained": 10.0 * MIB}} for i in (1, 2)},
+        "2.4.0": {i: {"status": "ok", "figures": {"retained": 16.0 * MIB}} for i in (1, 2)}})
+    assert _main(ID, "--out", str(out), "--runs", "2", "--no-forms") == 0
+    assert "forms" not in store.read_outcomes(str(out), "torch")["changes"][ID]
+    # the batch finds the harness-only verdict without the other form's, and runs only that form
+    # (the same flat body here: neither form moves, so the loss's form is not the cause)
+    assert _main("--framework", "torch", "--actionable", "--out", str(out), "--runs", "2") == 0
+    outcome = store.read_outcomes(str(out), "torch")["changes"][ID]
+    assert outcome["forms"]["functions"]["status"] == "not reproduced" and "not the loss's form" in outcome["why"]
+    assert store.label(outcome) == "harness only"
+    assert "(this run: 1 group(s), 0 already judged)" in capsys.readouterr().out
