@@ -17,6 +17,8 @@ DRAFT = """# torch 2.4.0: retained of a torch.compile training step rises by 5.7
 
 The standalone script: [torch-rnn_fanout-compiled-2.3.1-to-2.4.0.py](torch-rnn_fanout-compiled-2.3.1-to-2.4.0.py).
 A file the site does not hold: [releases.md](../docs/releases.md).
+Each op a small function: [torch-rnn_fanout-compiled-2.3.1-to-2.4.0.functions.py](torch-rnn_fanout-compiled-2.3.1-to-2.4.0.functions.py).
+A script of another draft: [torch-unet-compiled-2.3.1-to-2.4.0.py](torch-unet-compiled-2.3.1-to-2.4.0.py).
 """
 
 
@@ -33,6 +35,7 @@ def _releases(tmp_path):
                                                             "draft": f"upstream/torch/{name}.md"}}}))
     (folder / "upstream" / "torch" / f"{name}.md").write_text(DRAFT)
     (folder / "upstream" / "torch" / f"{name}.py").write_text("print('standalone')\n")
+    (folder / "upstream" / "torch" / f"{name}.functions.py").write_text("print('each op a function')\n")
     return folder, name
 
 
@@ -48,6 +51,10 @@ def test_each_draft_is_a_page_beside_its_script_and_the_index_counts_them(tmp_pa
     page = (site / "releases" / "upstream" / "torch" / f"{name}.html").read_text()
     assert f'<a href="{name}.py">{name}.py</a>' in page
     assert (site / "releases" / "upstream" / "torch" / f"{name}.py").read_text() == "print('standalone')\n"
+    # the same step with each op a small function, where it was run, is copied and linked too
+    assert f'<a href="{name}.functions.py">' in page
+    assert (site / "releases" / "upstream" / "torch" / f"{name}.functions.py").exists()
+    assert 'href="torch-unet-compiled-2.3.1-to-2.4.0.py"' not in page  # not held here: text, no link
     assert "releases.md" in page and 'href="../docs/releases.md"' not in page  # not held: text, no link
     # the navigation bar's targets, as a whole site has them
     (site / "index.html").write_text('<p id="comparisons">front</p><p id="history"></p>')
