@@ -151,4 +151,9 @@ def test_an_actionable_line_gives_its_id_and_whether_it_reproduced_standalone(pu
     found = page.render("autograd", records, document, {}, {},
                         upstream={"changes": {change_id: {"status": "harness only"}}})
     assert ' · <b class="standalone">harness only</b>' in found
-    assert "1 of the 1 actionable figures run, 0 reproduced standalone, 1 harness only" in found
+    assert "1 of the 1 actionable figures run, 0 reproduced standalone, 1 harness only." in found
+    # the script with each op a small function reproduces it: the loss's form, on the line and in the count
+    by_form = page.render("autograd", records, document, {}, {}, upstream={"changes": {change_id: {
+        "status": "harness only", "forms": {"functions": {"status": "reproduced"}}}}})
+    assert '<b class="standalone">harness only: the loss&#x27;s form (reproduced with each op a small function)</b>' in by_form
+    assert "1 harness only (1 of them the loss's form: reproduced with each op a small function" in by_form
