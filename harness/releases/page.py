@@ -238,8 +238,8 @@ def _confirmed_first(document, upstream=None):
                   f'{esc(framework)} code and a probe of the same figures, run under both releases with nothing of '
                   f'gradmem installed): {counted["run"]} of the {counted["actionable"]} actionable figures run, '
                   f'{counted["reproduced"]} reproduced standalone, {counted["harness only"]} harness only'
-                  + (f' ({counted["loss form"]} of them the loss\'s form: reproduced with each op a small function, '
-                     f'as gradmem\'s op table runs the loss)' if counted["loss form"] else "")
+                  + (f' ({counted["loss form"]} of them the loss\'s form: reproduced with the loss written as gradmem '
+                     f'runs it, each op a small function or through an op table)' if counted["loss form"] else "")
                   + (f', {counted["not reproduced here"]} not reproduced here (by gradmem\'s own pass either)'
                      if counted["not reproduced here"] else "")
                   + (f', {counted["failed"]} failed' if counted["failed"] else "")

@@ -5,8 +5,8 @@ releases/FRAMEWORK.upstream.json (the standalone outcomes); writes
 DIR/releases/upstream/index.html (per framework: how many actionable changes were run
 standalone and how many reproduced, then every draft with its verdict) and, per draft,
 DIR/releases/upstream/FRAMEWORK/GROUP.html (the draft as HTML) beside a copy of its
-script GROUP.py, which the draft links to (and GROUP.functions.py, the same step with each
-op a small function, where a harness-only move was run that way).
+script GROUP.py, which the draft links to (and GROUP.functions.py and GROUP.table.py, the
+same step in the loss's other forms, where a harness-only move was run so).
 """
 
 import glob
@@ -71,7 +71,7 @@ def write(releases_dir, out_dir):
         has_script = os.path.exists(script)
         copied = set()
         # the script, and the same step with each op a small function where it was run (report_change.FORM_SUFFIX)
-        for held_script in (script, path[:-len(".md")] + ".functions.py"):
+        for held_script in (script, path[:-len(".md")] + ".functions.py", path[:-len(".md")] + ".table.py"):
             if os.path.exists(held_script):
                 shutil.copyfile(held_script, os.path.join(folder, os.path.basename(held_script)))
                 copied.add(os.path.basename(held_script))

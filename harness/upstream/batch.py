@@ -108,12 +108,13 @@ def done(outcomes, framework, document, change, sha, with_control=True, with_for
     (failed and unavailable ones too: --retry measures those again), and, `with_control`,
     every one the script did not reproduce has gradmem's own pass beside it and,
     `with_forms`, the script in its other form's verdict (report_change.judge_forms)."""
-    from harness.upstream import report_change, verdict
+    from harness.upstream import inline, report_change, store, verdict
 
     members = [c for c in ids.group_members(document, change)
                if (c.get("confirmation") or {}).get("status") == "confirmed" and c["figure"] in verdict.MEASURED]
     found = [outcomes.get("changes", {}).get(ids.of(framework, c)) for c in members]
     return bool(found) and all(f and f.get("script_sha") == sha and not (
         with_control and f.get("status") == "harness only" and "control" not in f) and not (
-        with_forms and f.get("status") == "harness only" and "forms" not in f and report_change.forms_due(c))
+        with_forms and f.get("status") == "harness only" and report_change.forms_due(c)
+        and not store.forms_judged(f, inline.FORMS[1:]))
         for c, f in zip(members, found))

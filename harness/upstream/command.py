@@ -19,8 +19,9 @@ line, or the line itself) of the store in --out (default releases/):
    (harness/upstream/control.py; --no-control skips it) and tells harness only (the
    harness still shows the move) from not reproduced here (neither does: the store's
    confirmation does not hold on this machine) (harness/upstream/verdict.py); a harness-only
-   move is run once more with each op a small function, as gradmem's op table runs the
-   loss (DIR/upstream/FRAMEWORK/GROUP.functions.py; --no-forms skips it): reproduced
+   move is run again in the loss's other forms until one shows it: each op a small
+   function (DIR/upstream/FRAMEWORK/GROUP.functions.py), then the code as written through
+   an op table, as gradmem runs it (GROUP.table.py); --no-forms skips them: reproduced
    there, the loss's form is what makes it; the outcome goes to
    DIR/FRAMEWORK.upstream.json, each run to DIR/FRAMEWORK.upstream.jsonl;
 3. writes the report draft, DIR/upstream/FRAMEWORK/GROUP.md, and the framework's page
@@ -78,9 +79,9 @@ def add_arguments(parser):
                         help="where the script does not reproduce a move, do not run gradmem's own memory pass of the "
                              "same cells beside it (the control that tells 'harness only' from 'not reproduced here')")
     parser.add_argument("--no-forms", action="store_true",
-                        help="where the script leaves a move to the harness, do not run it again with each op a small "
-                             "function (GROUP.functions.py: the form gradmem's op table runs, which tells whether the "
-                             "loss's form makes the move)")
+                        help="where the script leaves a move to the harness, do not run it again in the loss's other "
+                             "forms (GROUP.functions.py, each op a small function; GROUP.table.py, the code as written "
+                             "through an op table, as gradmem runs it), which tell whether the loss's form makes the move")
     parser.add_argument("--keep-envs", action="store_true",
                         help="keep the environments this run built (default: each is removed after its last group)")
     parser.add_argument("--torch-index", default=None,

@@ -266,13 +266,14 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
         out.append(f"| the standalone script ({len(lead_outcome['before_samples'])} + {len(lead_outcome['after_samples'])} "
                    f"runs, fresh processes, interleaved; p = {lead_outcome['p']:.3g}) | {shown(lead_outcome['before'])} | "
                    f"{shown(lead_outcome['after'])} | {signed(lead_outcome['delta'])}{share} |")
-    form = (lead_outcome.get("forms") or {}).get("functions") or {}
-    form_name = os.path.basename(form.get("script") or "")
-    if form.get("before") is not None:
-        out.append(f"| the script with each op a small function ([{form_name}]({form_name}); "
-                   f"{len(form['before_samples'])} + {len(form['after_samples'])} runs, p = {form['p']:.3g}) | "
-                   f"{shown(form['before'])} | {shown(form['after'])} | {signed(form['delta'])}, "
-                   f"{form['share']:.0%} of gradmem's |")
+    forms = {form: held for form, held in (lead_outcome.get("forms") or {}).items() if held.get("script")}
+    form_names = {form: os.path.basename(held["script"]) for form, held in forms.items()}
+    for form, held in forms.items():  # the script in the loss's other forms, where it was run so
+        if held.get("before") is not None:
+            out.append(f"| the script {verdict.FORM_WORDS[form]} ([{form_names[form]}]({form_names[form]}); "
+                       f"{len(held['before_samples'])} + {len(held['after_samples'])} runs, p = {held['p']:.3g}) | "
+                       f"{shown(held['before'])} | {shown(held['after'])} | {signed(held['delta'])}, "
+                       f"{held['share']:.0%} of gradmem's |")
     held = lead_outcome.get("control") or {}
     if held.get("before") is not None:
         out.append(f"| gradmem's own memory pass, run again beside the script ({len(held['before_samples'])} + "
@@ -292,9 +293,11 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
         anew = f" (measured again {again['at'][:10]}; {confirm.withdrawn_words(again)})" if again else ""
         out.append(f"- side by side{anew}: {before}: {_samples(found['before_samples'], figure.name)}; {after}: "
                    f"{_samples(found['after_samples'], figure.name)}")
-    if form.get("before") is not None:
-        out.append(f"- standalone, each op a small function: {before}: {_samples(form['before_samples'], figure.name)}; "
-                   f"{after}: {_samples(form['after_samples'], figure.name)}")
+    for form, held in forms.items():
+        if held.get("before") is not None:
+            out.append(f"- standalone, {verdict.FORM_WORDS[form]}: {before}: "
+                       f"{_samples(held['before_samples'], figure.name)}; {after}: "
+                       f"{_samples(held['after_samples'], figure.name)}")
     if held.get("before_samples"):
         out.append(f"- gradmem's own pass beside the script: {before}: {_samples(held['before_samples'], figure.name)}; "
                    f"{after}: {_samples(held['after_samples'], figure.name)}")
@@ -328,10 +331,9 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
             + GROWTH_HOW * any(c["figure"] == detect.GROWTH for c in members)]
     out += ["", "## Reproduce", "", f"The standalone script: [{script_name}]({script_name}) (the workload's step in "
             f"plain {framework}, its sizes, and the probe; imports only {framework}, NumPy and the standard library)."
-            + (f" The same step with each op a small function (`op_add`, `op_matmul`, ...), as gradmem's op table "
-               f"runs the loss: [{form_name}]({form_name})"
-               + (", the form that shows the move: run it in place of the first." if store.loss_form(lead_outcome)
-                  else ".") if form_name else ""), ""]
+            + "".join(f" The same step {verdict.FORM_WORDS[form]}: [{name}]({name})"
+                      + (", the form that shows the move: run it in place of the first."
+                         if store.loss_form(lead_outcome) == form else ".") for form, name in form_names.items()), ""]
     numpy_versions = {r: ((env_info.get(r) or {}).get("versions") or {}).get("numpy") for r in (before, after)}
     index = ""
     if framework == "torch":
@@ -346,7 +348,7 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
         pin = extra + (f" numpy=={numpy_versions[release]}" if numpy_versions[release] else " numpy")
         venv = f"/tmp/{framework}-{release}"
         commands += [f"python3 -m venv {venv} && {venv}/bin/pip install{index} {adapter.package or framework}=={release}{pin}",
-                     f"{venv}/bin/python {script_name}"] + ([f"{venv}/bin/python {form_name}"] if form_name else [])
+                     f"{venv}/bin/python {script_name}"] + [f"{venv}/bin/python {name}" for name in form_names.values()]
     out += ["```bash", *commands, "```", "", "In gradmem (the measurement this draft reports, and the side-by-side run):",
             "", "```bash", f"python -m harness report-change '{ids.of(framework, lead)}' --out {store_dir}"
             + (f" --torch-index {torch_index or 'pypi'}" if framework == "torch" else ""),

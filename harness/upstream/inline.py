@@ -18,6 +18,11 @@ is among the helpers (`op_function`), one per op called, with the op's signature
 function per op): a move that a tracer makes of a loss written through small functions
 and not of the same loss inlined (torch.compile's Dynamo, one frame per call) shows in
 this form and not in the other (docs/releases.md, "harness only").
+
+The third, ``form="table"``, is gradmem's own: the workload's code as written, ``ops``
+and all, called with an op table (`op_table`: ``OPS = types.SimpleNamespace(add=lambda
+x, y: x + y, ...)``, every op of the op set, as the adapter's ``_make_ops`` builds it),
+the warm-up's loss too. What differs from the harness then is only what measures it.
 """
 
 import ast
@@ -30,7 +35,9 @@ from harness.upstream import emitters
 #: the functions a script needs of a workload: the data and the loss
 ENTRY_POINTS = ("init", "loss")
 #: how the ops are written: each inlined as the framework's expression, or each a call of a small function
-FORMS = ("inlined", "functions")
+FORMS = ("inlined", "functions", "table")
+#: the name of the op table in the "table" form (a helper the script defines after the others)
+TABLE = "OPS"
 #: the name of an op's function in the "functions" form
 FUNCTION_PREFIX = "op_"
 
@@ -108,9 +115,35 @@ def op_function(framework, op):
     return f"def {FUNCTION_PREFIX}{op}({listed}):\n    return {body}\n", helper
 
 
+def op_table(framework):
+    """(source, helpers) of the "table" form's op table: every op of the op set a lambda
+    of the framework's expression of it (emitters.emit's general form), `checkpoint` the
+    plain call and `chain` the plain loop (emitters.CHAIN), as the adapter's op table
+    with no remat."""
+    entries, helpers = [], set()
+    for op in OPS:
+        if op == "checkpoint":
+            entries.append("checkpoint=lambda f, *xs: f(*xs)")
+            continue
+        if op == "chain":
+            entries.append("chain=chain")
+            continue
+        params = signature(op)
+        text, helper = emitters.emit(framework, op, {name: name for name, _ in params}, general=True)
+        listed = ", ".join(name if default is None else f"{name}={default}" for name, default in params)
+        entries.append(f"{op}=lambda {listed}: {ast.unparse(ast.parse(text, mode='eval'))}")
+        if helper:
+            helpers.add(helper)
+    lines = "".join(f"    {entry},\n" for entry in entries)
+    return f"{TABLE} = types.SimpleNamespace(\n{lines})\n", sorted(helpers)
+
+
 def helper_source(framework, name):
     """The definition a script carries of a helper `inlined` or `function` named: an op's
-    function of the "functions" form, or an adapter's multi-line op (emitters.HELPERS)."""
+    function of the "functions" form, the op table of the "table" form, or an adapter's
+    multi-line op (emitters.HELPERS)."""
+    if name == TABLE:
+        return op_table(framework)[0]
     if name.startswith(FUNCTION_PREFIX):
         return op_function(framework, name[len(FUNCTION_PREFIX):])[0]
     return emitters.HELPERS[framework][name]
@@ -228,8 +261,12 @@ def inlined(module, framework, form="inlined"):
                  _assigned(node) if isinstance(node, ast.Assign) else [])
         if names and any(n in keep for n in names) and node not in nodes:
             nodes.append(node)
-    inliner = _Inliner(framework, form)
-    body = [inliner.visit(node) for node in nodes]
+    if form == "table":  # the code as written, called with the op table
+        body, helpers, chain = nodes, {TABLE, *op_table(framework)[1]}, True
+    else:
+        inliner = _Inliner(framework, form)
+        body = [inliner.visit(node) for node in nodes]
+        helpers, chain = inliner.helpers, inliner.chain
     read = {n.id for node in body for n in ast.walk(node) if isinstance(n, ast.Name)}
     used_imports = []
     for node in imports:
@@ -239,7 +276,7 @@ def inlined(module, framework, form="inlined"):
         if any(n in read for n in names):
             used_imports.append(ast.unparse(node))
     source = "\n\n\n".join(ast.unparse(ast.fix_missing_locations(node)) for node in body) + "\n"
-    return source, sorted(inliner.helpers), inliner.chain, used_imports
+    return source, sorted(helpers), chain, used_imports
 
 
 def function(func, framework, name=None, form="inlined"):
@@ -249,6 +286,8 @@ def function(func, framework, name=None, form="inlined"):
     node = ast.parse(textwrap.dedent(inspect.getsource(func))).body[0]
     if name:
         node.name = name
+    if form == "table":  # as written, ``ops`` its first parameter
+        return ast.unparse(node) + "\n", [TABLE, *op_table(framework)[1]], True
     inliner = _Inliner(framework, form)
     node = inliner.visit(node)
     return ast.unparse(ast.fix_missing_locations(node)) + "\n", sorted(inliner.helpers), inliner.chain

@@ -14,7 +14,7 @@ from harness import results, workloads
 from harness.releases import confirm, detect
 from harness.releases import page as release_page
 from harness.releases import store as release_store
-from harness.upstream import control, draft, ids, runner, script, store, verdict
+from harness.upstream import control, draft, ids, inline, runner, script, store, verdict
 from harness.versions import envs as version_envs
 
 
@@ -64,7 +64,7 @@ class Group:
 
 
 #: the file of a group's script in each form (inline.FORMS): GROUP.py, GROUP.functions.py
-FORM_SUFFIX = {"inlined": ".py", "functions": ".functions.py"}
+FORM_SUFFIX = {"inlined": ".py", "functions": ".functions.py", "table": ".table.py"}
 
 
 def write_script(group, dtype="float32", form="inlined"):
@@ -138,26 +138,33 @@ def forms_due(change):
 
 def judge_forms(group, found, runs, torch_index, timeout_s, say=print):
     """The harness-only figures of `found` ({id: outcome}, updated) judged by the group's
-    script with each op a small function (GROUP.functions.py, inline.FORMS), run under
-    both releases as the inlined one was: a move this form shows and the inlined one does
-    not is made by the loss's form (torch.compile traces a loss through small functions
-    otherwise than the same loss inlined), not by what the harness measures."""
+    script in the loss's other forms (inline.FORMS), in turn, until one reproduces the
+    move: each op a small function (GROUP.functions.py), then the code as written through
+    an op table, as gradmem calls it (GROUP.table.py); each run under both releases as the
+    inlined one was. A move a form shows and the inlined script does not is made by how
+    the loss is written (torch.compile traces a loss through small functions otherwise
+    than the same loss inlined), not by what the harness measures."""
     judged = {ids.of(group.framework, c): c for c in group.judged}
     left = [i for i, o in found.items() if o["status"] == "harness only" and forms_due(judged[i])]
-    if not left:
-        return
-    path = write_script(group, form="functions")
-    say(f"  the loss with each op a small function: {path}", flush=True)
-    by_release, unavailable = runner.run_group(group.out, group.framework, group.id, group.releases, path, runs=runs,
-                                               torch_index=torch_index, timeout_s=timeout_s, say=say)
-    with open(path, encoding="utf-8") as handle:
-        sha = store.script_hash(handle.read())
+    for form in inline.FORMS[1:]:
+        left = [i for i in left if not store.loss_form(found[i])]
+        if not left:
+            return
+        path = write_script(group, form=form)
+        say(f"  the loss {verdict.FORM_WORDS[form]}: {path}", flush=True)
+        by_release, unavailable = runner.run_group(group.out, group.framework, group.id, group.releases, path,
+                                                   runs=runs, torch_index=torch_index, timeout_s=timeout_s, say=say)
+        with open(path, encoding="utf-8") as handle:
+            sha = store.script_hash(handle.read())
+        for change_id in left:
+            held = ({"status": "unavailable", "why": unavailable} if unavailable
+                    else verdict.judge_form(judged[change_id], by_release))
+            held.update(script=os.path.relpath(path, group.out), script_sha=sha)
+            found[change_id].setdefault("forms", {})[form] = held
+            found[change_id]["why"] += "; " + verdict.form_words(judged[change_id]["figure"], form, held)
     for change_id in left:
-        form = ({"status": "unavailable", "why": unavailable} if unavailable
-                else verdict.judge_form(judged[change_id], by_release))
-        form.update(script=os.path.relpath(path, group.out), script_sha=sha)
-        found[change_id]["forms"] = {"functions": form}
-        found[change_id]["why"] += "; " + verdict.form_words(judged[change_id]["figure"], form)
+        if all(held.get("status") == "not reproduced" for held in found[change_id]["forms"].values()):
+            found[change_id]["why"] += ": not the loss's form"
 
 
 def confirmed_on(group):

@@ -72,10 +72,13 @@ def _header(spec, environment):
         "and the modules imported; and the figure of the change on stderr.",
         "",
         "Written by gradmem (python -m harness report-change): the workload is gradmem's op-set code with",
-        *([f"{spec.framework}'s ops inlined; the measurement is gradmem's memory pass (docs/measurement.md)."]
-          if spec.form == "inlined" else
-          [f"each op a call of a small function of {spec.framework} code (op_add, op_matmul, ...), as gradmem's",
-           "op table calls them; the measurement is gradmem's memory pass (docs/measurement.md)."]),
+        *{"inlined": [f"{spec.framework}'s ops inlined; the measurement is gradmem's memory pass (docs/measurement.md)."],
+          "functions": [f"each op a call of a small function of {spec.framework} code (op_add, op_matmul, ...), as "
+                        "gradmem's", "op table calls them; the measurement is gradmem's memory pass "
+                        "(docs/measurement.md)."],
+          "table": [f"its ops called through an op table of {spec.framework} code as written (ops.add(x, y), OPS.add "
+                    "a lambda),", "as gradmem runs it; the measurement is gradmem's memory pass "
+                    "(docs/measurement.md)."]}[spec.form],
     ]
     lines = '"""' + "\n".join(doc).replace('"""', "'''") + '\n"""\n'
     env = "\n".join(f"    {k!r}: {v!r}," for k, v in environment.items())
@@ -129,10 +132,16 @@ def write(spec):
 def _op_set(spec, program, make_step):
     module = workloads.get(spec.workload)
     source, helpers, chain, imports = inline.inlined(module, spec.framework, spec.form)
-    tiny, tiny_helpers, tiny_chain = inline.function(runtime_warmup.tiny_loss, spec.framework, "tiny_loss",
-                                                     spec.form)
+    table = spec.form == "table"  # the code as written, its `ops` the op table (inline.TABLE)
+    tiny, tiny_helpers, tiny_chain = inline.function(runtime_warmup.tiny_loss, spec.framework,
+                                                     "tiny_loss_of" if table else "tiny_loss", spec.form)
+    if table:
+        tiny += f"\n\ndef tiny_loss(params, inputs):\n    return tiny_loss_of({inline.TABLE}, params, inputs)\n"
+        imports = ["import types", *imports]
     cfg = workloads.config(spec.workload, spec.size)
-    helper_text = [inline.helper_source(spec.framework, h) for h in sorted(set(helpers) | set(tiny_helpers))]
+    # the op table last: its entries name the helpers
+    helper_text = [inline.helper_source(spec.framework, h)
+                   for h in sorted(set(helpers) | set(tiny_helpers), key=lambda h: (h == inline.TABLE, h))]
     if chain or tiny_chain:
         helper_text.insert(0, emitters.CHAIN)
     origin = getattr(module, "SOURCE", "")
@@ -165,7 +174,7 @@ def warm_up_runtime():
     host = init(np.random.default_rng(SEED), CFG, DTYPE)
     params, inputs = arrays(host[0]), arrays(host[1])
     del host  # the framework's arrays are what the steps use
-    step = make_step(lambda params, inputs: loss(params, inputs, CFG))
+    step = make_step(lambda params, inputs: loss(''' + (f"{inline.TABLE}, " if table else "") + '''params, inputs, CFG))
 ''' + _measure_and_report(spec, "step, params, inputs, sync", "FIGURE, DISTRIBUTIONS"))
     return "".join(out)
 

@@ -88,21 +88,32 @@ def write_outcomes(out, framework, outcomes):
     results.write_json_atomic(outcomes_path(out, framework), outcomes)
 
 
-#: a harness-only change the script reproduces with each op a small function (report_change.judge_forms)
-LOSS_FORM = "harness only: the loss's form (reproduced with each op a small function)"
+#: a harness-only change the script reproduces in another of the loss's forms (report_change.judge_forms)
+LOSS_FORM = {"functions": "harness only: the loss's form (reproduced with each op a small function)",
+             "table": "harness only: the loss's form (reproduced as written, through an op table)"}
 
 
 def loss_form(outcome):
-    """True when a harness-only `outcome`'s move is made by the loss's form: the script
-    with each op a small function, as gradmem's op table runs it, reproduces it."""
-    form = ((outcome or {}).get("forms") or {}).get("functions") or {}
-    return (outcome or {}).get("status") == "harness only" and form.get("status") == "reproduced"
+    """The form (harness/upstream/inline.py, FORMS) in which the script reproduces a
+    harness-only `outcome`'s move, or None: where one does, the loss's form makes it."""
+    if (outcome or {}).get("status") != "harness only":
+        return None
+    return next((form for form, held in (outcome.get("forms") or {}).items() if held.get("status") == "reproduced"),
+                None)
+
+
+def forms_judged(outcome, forms):
+    """True when a harness-only `outcome` needs no more of the loss's `forms` run: one
+    reproduces its move, or each has its verdict."""
+    held = (outcome or {}).get("forms") or {}
+    return loss_form(outcome) is not None or all(form in held for form in forms)
 
 
 def label(outcome):
     """The words of a change's line: "reproduced standalone", "harness only", ... ("" when
     the change was not run standalone)."""
-    return LOSS_FORM if loss_form(outcome) else LABELS.get((outcome or {}).get("status"), "")
+    form = loss_form(outcome)
+    return LOSS_FORM[form] if form else LABELS.get((outcome or {}).get("status"), "")
 
 
 def standing(change):
@@ -137,5 +148,5 @@ def tally(document, outcomes):
         if found and found.get("status") in LABELS:
             counts["run"] += 1
             counts[found["status"]] += 1
-            counts["loss form"] += loss_form(found)
+            counts["loss form"] += loss_form(found) is not None
     return counts

@@ -116,13 +116,18 @@ def judge_form(change, by_release):
             "share": share, "p": p, "before_samples": a, "after_samples": b}
 
 
-def form_words(figure, form):
-    """What the "functions" form's runs say of a harness-only change, in a clause."""
-    if form.get("before") is None:
-        return f"the script with each op a small function: {form['status']} ({form.get('why', '')})"
-    moved = (f"{detect.number(figure, form['before'])} -> {detect.fmt(figure, form['after'])} "
-             f"({form['share']:.0%} of it)")
-    if form["status"] == "reproduced":
-        return (f"with each op a small function, as gradmem's op table calls them, the script reproduces it "
-                f"({moved}): the move is in how the framework takes a loss written through small functions")
-    return f"with each op a small function the script does not reproduce it either ({moved}): not the loss's form"
+#: how each of the loss's other forms (harness/upstream/inline.py, FORMS) is written, in words
+FORM_WORDS = {"functions": "with each op a small function",
+              "table": "as written, through an op table as gradmem calls it"}
+
+
+def form_words(figure, form, held):
+    """What the runs of the script in `form` say of a harness-only change, in a clause."""
+    if held.get("before") is None:
+        return f"the script {FORM_WORDS[form]}: {held['status']} ({held.get('why', '')})"
+    moved = (f"{detect.number(figure, held['before'])} -> {detect.fmt(figure, held['after'])} "
+             f"({held['share']:.0%} of it)")
+    if held["status"] == "reproduced":
+        return (f"{FORM_WORDS[form]} the script reproduces it ({moved}): the move is in how the framework takes "
+                f"the loss written so")
+    return f"{FORM_WORDS[form]} the script does not reproduce it either ({moved})"

@@ -156,4 +156,4 @@ def test_an_actionable_line_gives_its_id_and_whether_it_reproduced_standalone(pu
     by_form = page.render("autograd", records, document, {}, {}, upstream={"changes": {change_id: {
         "status": "harness only", "forms": {"functions": {"status": "reproduced"}}}}})
     assert '<b class="standalone">harness only: the loss&#x27;s form (reproduced with each op a small function)</b>' in by_form
-    assert "1 harness only (1 of them the loss's form: reproduced with each op a small function" in by_form
+    assert "1 harness only (1 of them the loss's form: reproduced with the loss written as gradmem runs it" in by_form

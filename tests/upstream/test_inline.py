@@ -2,8 +2,8 @@
 
 Every op of the op set has an emitter in each framework the scripts are written for;
 every built-in workload inlines with no `ops` left; and, run in the framework, the
-inlined loss equals the adapter's loss on the same arrays (torch here at tiny, in both
-forms: the ops inlined and each a small function; JAX and TensorFlow, whose imports and
+inlined loss equals the adapter's loss on the same arrays (torch here at tiny, in every
+form: the ops inlined, each a small function, the code as written with an op table; JAX and TensorFlow, whose imports and
 eager compiles take longer, marked slow)."""
 
 import importlib
@@ -79,8 +79,10 @@ def _namespace(framework, name, form="inlined"):
     """The inlined workload's functions, defined in a namespace with the framework imported."""
     source, helpers, chain, imports = inline.inlined(workloads.get(name), framework, form)
     program = programs.PROGRAMS[framework]
-    code = "\n".join(["import math", "import numpy as np", program.imports, *program.aliases.values(), *imports,
-                      emitters.CHAIN, *(inline.helper_source(framework, h) for h in helpers), source])
+    helpers = sorted(helpers, key=lambda h: (h == inline.TABLE, h))  # the op table names the others
+    code = "\n".join(["import math", "import types", "import numpy as np", program.imports,
+                      *program.aliases.values(), *imports, emitters.CHAIN,
+                      *(inline.helper_source(framework, h) for h in helpers), source])
     found = {}
     exec(compile(code, f"<{framework} {name}>", "exec"), found)
     return found
@@ -98,7 +100,8 @@ def _agree(framework, form="inlined"):
         again = space["init"](np.random.default_rng(0), cfg, "float32")
         for mine, theirs in zip(again, (problem.params, problem.inputs)):
             assert all(np.array_equal(mine[k], theirs[k]) for k in theirs), name
-        got = float(np.asarray(adapter.to_numpy({"v": space["loss"](params, inputs, cfg)})["v"]))
+        table = [space[inline.TABLE]] if form == "table" else []  # the code as written takes the op table
+        got = float(np.asarray(adapter.to_numpy({"v": space["loss"](*table, params, inputs, cfg)})["v"]))
         assert math.isclose(got, expected, rel_tol=1e-5, abs_tol=1e-6), (framework, name, got, expected)
 
 
