@@ -1,6 +1,6 @@
-"""jax 0.12.0: first-step peak of a jax.jit training step falls by 10.17 MiB (-11.8%) from 0.11.2 (transformer_block, CPU)
+"""jax 0.12.0: first-step peak of a jax.jit training step falls by 9.72 MiB (-11.1%) from 0.11.2 (transformer_block, CPU)
 
-gradmem found first_step_peak of transformer_block (compiled) move from 86.23 MiB at 0.11.2 to 76.06 MiB at 0.12.0 (id jax:transformer_block:compiled:first_step_peak:0.11.2->0.12.0).
+gradmem found first_step_peak of transformer_block (compiled) move from 87.92 MiB at 0.11.2 to 78.20 MiB at 0.12.0 (id jax:transformer_block:compiled:first_step_peak:0.11.2->0.12.0).
 
 Standalone: imports only jax, NumPy and the standard library. Run it once under each
 release (a fresh environment with that release and NumPy installed):
