@@ -104,36 +104,35 @@ def _pretty_index(node):
     return node
 
 
-def op_function(framework, op):
-    """(source, helper or None) of the "functions" form's definition of `op`: its
-    signature from harness/ops.py, its body the framework's expression of it with the
-    parameters as names (emitters.emit's general form)."""
+def _general(framework, op):
+    """(parameters as listed in a definition, body expression, helper or None) of `op`
+    with its parameters as names: its signature from harness/ops.py, the framework's
+    expression of it (emitters.emit's general form)."""
     params = signature(op)
     text, helper = emitters.emit(framework, op, {name: name for name, _ in params}, general=True)
     listed = ", ".join(name if default is None else f"{name}={default}" for name, default in params)
-    body = ast.unparse(ast.parse(text, mode="eval"))  # (x) + (y) written as x + y
+    return listed, ast.unparse(ast.parse(text, mode="eval")), helper  # (x) + (y) written as x + y
+
+
+def op_function(framework, op):
+    """(source, helper or None) of the "functions" form's definition of `op`."""
+    listed, body, helper = _general(framework, op)
     return f"def {FUNCTION_PREFIX}{op}({listed}):\n    return {body}\n", helper
 
 
 def op_table(framework):
     """(source, helpers) of the "table" form's op table: every op of the op set a lambda
-    of the framework's expression of it (emitters.emit's general form), `checkpoint` the
-    plain call and `chain` the plain loop (emitters.CHAIN), as the adapter's op table
-    with no remat."""
+    of the framework's expression of it, `checkpoint` the plain call and `chain` the
+    plain loop (emitters.CHAIN), as the adapter's op table with no remat."""
+    segments = {"checkpoint": "checkpoint=lambda f, *xs: f(*xs)", "chain": "chain=chain"}
     entries, helpers = [], set()
     for op in OPS:
-        if op == "checkpoint":
-            entries.append("checkpoint=lambda f, *xs: f(*xs)")
+        if op in segments:
+            entries.append(segments[op])
             continue
-        if op == "chain":
-            entries.append("chain=chain")
-            continue
-        params = signature(op)
-        text, helper = emitters.emit(framework, op, {name: name for name, _ in params}, general=True)
-        listed = ", ".join(name if default is None else f"{name}={default}" for name, default in params)
-        entries.append(f"{op}=lambda {listed}: {ast.unparse(ast.parse(text, mode='eval'))}")
-        if helper:
-            helpers.add(helper)
+        listed, body, helper = _general(framework, op)
+        entries.append(f"{op}=lambda {listed}: {body}")
+        helpers.update([helper] if helper else [])
     lines = "".join(f"    {entry},\n" for entry in entries)
     return f"{TABLE} = types.SimpleNamespace(\n{lines})\n", sorted(helpers)
 
