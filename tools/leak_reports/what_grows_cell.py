@@ -1,6 +1,6 @@
 """What a built-in cell's step keeps per step: the gc-tracked objects and own pages it adds.
 
-    .venv/bin/python tools/leak_reports/what_grows_cell.py FRAMEWORK WORKLOAD [SIZE] [--steps N]
+    .venv/bin/python tools/leak_reports/what_grows_cell.py FRAMEWORK WORKLOAD [SIZE] [--steps N] [--mode M]
 
 The cell is prepared as a memory pass prepares it (the worker's own preparation, the
 framework's buffer cache off), in this process; 3 unread steps, then the objects the
@@ -45,11 +45,12 @@ def main(argv=None):
     parser.add_argument("workload")
     parser.add_argument("size", nargs="?", default="small")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--mode", choices=("eager", "compiled"), default="eager", help="the cell's mode (default eager)")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be >= 1")
     job = {"kind": "memory", "cell": {"workload": args.workload, "size": args.size, "dtype": "float32",
-                                      "framework": args.framework, "mode": "eager", "device": "cpu"},
+                                      "framework": args.framework, "mode": args.mode, "device": "cpu"},
            "seed": 0, "warmup": 1, "predict": False}
     adapter, _, step, _ = worker._prepare(job, Marks(None))
     adapter.buffer_cache_off()  # as the memory pass
@@ -61,7 +62,7 @@ def main(argv=None):
     after, own_after = counts(), own_bytes()
     added = {name: (after[name] - before[name]) / args.steps for name in after
              if after[name] - before[name] >= args.steps}
-    print(json.dumps({"cell": f"{args.framework} {args.workload} {args.size} eager", "steps": args.steps,
+    print(json.dumps({"cell": f"{args.framework} {args.workload} {args.size} {args.mode}", "steps": args.steps,
                       "own_bytes_per_step": (own_after - own_before) / args.steps,
                       "objects_per_step": dict(sorted(added.items(), key=lambda kv: -kv[1])[:15])}))
 
