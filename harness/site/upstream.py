@@ -70,8 +70,8 @@ def write(releases_dir, out_dir):
         script_name = os.path.basename(script)
         has_script = os.path.exists(script)
         copied = set()
-        # the script, and the same step with each op a small function where it was run (report_change.FORM_SUFFIX)
-        for held_script in (script, path[:-len(".md")] + ".functions.py", path[:-len(".md")] + ".table.py"):
+        # the script, and the same step in the loss's other forms where it was run so
+        for held_script in (path[:-len(".md")] + suffix for suffix in upstream_store.FORM_SUFFIX.values()):
             if os.path.exists(held_script):
                 shutil.copyfile(held_script, os.path.join(folder, os.path.basename(held_script)))
                 copied.add(os.path.basename(held_script))

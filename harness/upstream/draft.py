@@ -266,9 +266,9 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
         out.append(f"| the standalone script ({len(lead_outcome['before_samples'])} + {len(lead_outcome['after_samples'])} "
                    f"runs, fresh processes, interleaved; p = {lead_outcome['p']:.3g}) | {shown(lead_outcome['before'])} | "
                    f"{shown(lead_outcome['after'])} | {signed(lead_outcome['delta'])}{share} |")
-    forms = {form: held for form, held in (lead_outcome.get("forms") or {}).items() if held.get("script")}
+    forms = lead_outcome.get("forms") or {}  # the script in the loss's other forms, where it was run so
     form_names = {form: os.path.basename(held["script"]) for form, held in forms.items()}
-    for form, held in forms.items():  # the script in the loss's other forms, where it was run so
+    for form, held in forms.items():
         if held.get("before") is not None:
             out.append(f"| the script {verdict.FORM_WORDS[form]} ([{form_names[form]}]({form_names[form]}); "
                        f"{len(held['before_samples'])} + {len(held['after_samples'])} runs, p = {held['p']:.3g}) | "

@@ -12,7 +12,7 @@ remat. Comments are not kept (the AST has none); docstrings are.
 `inlined(workload, framework)` returns the source and the helpers it calls.
 
 The other form, ``form="functions"``, keeps every op a call of a small function:
-``ops.add(x, y)`` becomes ``op_add(x, y)``, and ``def op_add(x, y): return (x) + (y)``
+``ops.add(x, y)`` becomes ``op_add(x, y)``, and ``def op_add(x, y): return x + y``
 is among the helpers (`op_function`), one per op called, with the op's signature
 (harness/ops.py). It is how gradmem runs a loss (the adapter's op table: a Python
 function per op): a move that a tracer makes of a loss written through small functions
@@ -148,6 +148,22 @@ def helper_source(framework, name):
     return emitters.HELPERS[framework][name]
 
 
+def helper_sources(framework, names):
+    """The definitions of the helpers `names` (`helper_source`), in the order a script
+    defines them: the op table last, since its entries name the others."""
+    return [helper_source(framework, name) for name in sorted(set(names), key=lambda name: (name == TABLE, name))]
+
+
+def _rewrite(nodes, framework, form):
+    """(nodes, helpers, uses_chain) of op-set code in `form`: each ``ops.NAME(...)``
+    inlined or a call of its small function (`_Inliner`), or, "table", the code as
+    written, with the op table (and the `chain` it holds) among the helpers."""
+    if form == "table":
+        return nodes, {TABLE, *op_table(framework)[1]}, True
+    inliner = _Inliner(framework, form)
+    return [inliner.visit(node) for node in nodes], inliner.helpers, inliner.chain
+
+
 def _check_form(form):
     if form not in FORMS:
         raise InlineError(f"form {form!r}: one of {', '.join(FORMS)}")
@@ -243,8 +259,9 @@ def _needed(defined, roots):
 
 def inlined(module, framework, form="inlined"):
     """(source, helpers, uses_chain, imports) of `module`'s init and loss with
-    `framework`'s ops inlined (or, `form` "functions", each a call of its own small
-    function, named among the helpers): `imports` are the module's own import lines the
+    `framework`'s ops inlined (or in another of FORMS: each a call of its own small
+    function, or the code as written with the op table, named among the helpers):
+    `imports` are the module's own import lines the
     kept code reads (math, numpy)."""
     if framework not in emitters.FRAMEWORKS:
         raise InlineError(f"no standalone scripts for {framework}: written for {', '.join(emitters.FRAMEWORKS)}")
@@ -260,12 +277,7 @@ def inlined(module, framework, form="inlined"):
                  _assigned(node) if isinstance(node, ast.Assign) else [])
         if names and any(n in keep for n in names) and node not in nodes:
             nodes.append(node)
-    if form == "table":  # the code as written, called with the op table
-        body, helpers, chain = nodes, {TABLE, *op_table(framework)[1]}, True
-    else:
-        inliner = _Inliner(framework, form)
-        body = [inliner.visit(node) for node in nodes]
-        helpers, chain = inliner.helpers, inliner.chain
+    body, helpers, chain = _rewrite(nodes, framework, form)
     read = {n.id for node in body for n in ast.walk(node) if isinstance(n, ast.Name)}
     used_imports = []
     for node in imports:
@@ -285,8 +297,5 @@ def function(func, framework, name=None, form="inlined"):
     node = ast.parse(textwrap.dedent(inspect.getsource(func))).body[0]
     if name:
         node.name = name
-    if form == "table":  # as written, ``ops`` its first parameter
-        return ast.unparse(node) + "\n", [TABLE, *op_table(framework)[1]], True
-    inliner = _Inliner(framework, form)
-    node = inliner.visit(node)
-    return ast.unparse(ast.fix_missing_locations(node)) + "\n", sorted(inliner.helpers), inliner.chain
+    [node], helpers, chain = _rewrite([node], framework, form)
+    return ast.unparse(ast.fix_missing_locations(node)) + "\n", sorted(helpers), chain

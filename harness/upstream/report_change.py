@@ -63,13 +63,9 @@ class Group:
         return os.path.join(store.artifacts_dir(out, framework), ids.slug(group_id) + suffix)
 
 
-#: the file of a group's script in each form (inline.FORMS): GROUP.py, GROUP.functions.py
-FORM_SUFFIX = {"inlined": ".py", "functions": ".functions.py", "table": ".table.py"}
-
-
 def write_script(group, dtype="float32", form="inlined"):
     """The group's standalone script (in `form`), written beside the store; its path."""
-    path = group.path(FORM_SUFFIX[form])
+    path = group.path(store.FORM_SUFFIX[form])
     results.write_text_atomic(path, script_source(group, dtype, form))
     return path
 
@@ -92,8 +88,8 @@ def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=ru
     """Run the script under both releases and record each judged figure's outcome;
     where a figure did not reproduce, gradmem's own pass of the same cells beside it
     (`with_control`: control.py) says whether the harness still shows the move here,
-    and (`with_forms`) the script with each op a small function says whether the
-    loss's form is the cause (`judge_forms`). Returns {id: outcome}."""
+    and (`with_forms`) the script in the loss's other forms says whether the loss's form
+    is the cause (`judge_forms`). Returns {id: outcome}."""
     by_release, unavailable = runner.run_group(group.out, group.framework, group.id, group.releases, script_path,
                                                runs=runs, torch_index=torch_index, timeout_s=timeout_s, say=say)
     harness_today = None
@@ -131,8 +127,8 @@ def measure(group, script_path, runs=runner.RUNS, torch_index=None, timeout_s=ru
 
 
 def forms_due(change):
-    """True when a harness-only verdict on `change` is judged in the other form too: an
-    op-set workload's loss (a native step is run as written, in one form)."""
+    """True when a harness-only verdict on `change` is judged in the loss's other forms
+    too: an op-set workload's loss (a native step is run as written, in one form)."""
     return workloads.native(change["workload"]) is None
 
 

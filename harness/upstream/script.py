@@ -44,7 +44,7 @@ class Spec(NamedTuple):
     about: str = ""  # a paragraph: the change, the releases, how it was found
     seed: int = 0
     growth: bool = False  # also measure the growth per step (`leak`) over probe.GROWTH_STEPS steady steps
-    form: str = "inlined"  # the ops inlined, or "functions": each a call of a small function (inline.FORMS)
+    form: str = "inlined"  # the ops inlined, each a call of a small function, or through an op table (inline.FORMS)
 
 
 def probe_source(growth=False):
@@ -139,9 +139,7 @@ def _op_set(spec, program, make_step):
         tiny += f"\n\ndef tiny_loss(params, inputs):\n    return tiny_loss_of({inline.TABLE}, params, inputs)\n"
         imports = ["import types", *imports]
     cfg = workloads.config(spec.workload, spec.size)
-    # the op table last: its entries name the helpers
-    helper_text = [inline.helper_source(spec.framework, h)
-                   for h in sorted(set(helpers) | set(tiny_helpers), key=lambda h: (h == inline.TABLE, h))]
+    helper_text = inline.helper_sources(spec.framework, [*helpers, *tiny_helpers])
     if chain or tiny_chain:
         helper_text.insert(0, emitters.CHAIN)
     origin = getattr(module, "SOURCE", "")

@@ -10,6 +10,9 @@
     DIR/upstream/FRAMEWORK/ID.py     the standalone script of a group (one per workload,
                                      mode and release pair: it measures every figure)
     DIR/upstream/FRAMEWORK/ID.md     the report draft of that group's changes
+    DIR/upstream/FRAMEWORK/ID.functions.py, ID.table.py
+                                     the script in the loss's other forms, where a
+                                     harness-only move was run so (FORM_SUFFIX)
 
 The page (releases/page.py), docs/releases.md (tools/release_tallies.py) and the site
 read the outcomes through `read_outcomes` and `label`.
@@ -29,6 +32,10 @@ LABELS = {
     "failed": "standalone script failed",
     "unavailable": "not run standalone: an environment could not be built",
 }
+
+
+#: the file of a group's script in each form (harness/upstream/inline.py, FORMS)
+FORM_SUFFIX = {"inlined": ".py", "functions": ".functions.py", "table": ".table.py"}
 
 
 def samples_path(out, framework):

@@ -47,6 +47,13 @@ def values(samples, figure):
     return found
 
 
+def too_few(a, b):
+    """Why samples `a` and `b` cannot be judged (fewer than MIN_RUNS ok runs on a side), or ''."""
+    if len(a) < MIN_RUNS or len(b) < MIN_RUNS:
+        return f"{min(len(a), len(b))} ok run(s) on a side; {MIN_RUNS} needed"
+    return ""
+
+
 def moves(change, a, b):
     """(before, after, delta, share of the side-by-side move, p, holds) of samples `a` and
     `b` against the confirmed move of `change`: holds when it goes the same way by at
@@ -70,9 +77,9 @@ def judge(change, by_release, control=None):
     failed = [s.get("message", "") for side in by_release.values() for s in side.values() if s.get("status") != "ok"]
     found = {"figure": figure, "before_samples": a, "after_samples": b,
              "harness": {k: harness.get(k) for k in ("before", "after", "delta", "relative", "p", "pairs")}}
-    if len(a) < MIN_RUNS or len(b) < MIN_RUNS:
+    if too_few(a, b):
         why = (f"a figure the script does not measure ({figure}: {figures.get(figure).label})"
-               if not a and not b and not failed else f"{min(len(a), len(b))} ok run(s) on a side; {MIN_RUNS} needed")
+               if not a and not b and not failed else too_few(a, b))
         return dict(found, status="failed", why=why, messages=failed[-3:])
     before, after, delta, share, p, reproduced = moves(change, a, b)
     found.update(status="reproduced" if reproduced else "harness only", before=before, after=after, delta=delta,
@@ -108,9 +115,8 @@ def judge_form(change, by_release):
     same rule."""
     a = values(by_release.get(change["before_release"], {}), change["figure"])
     b = values(by_release.get(change["release"], {}), change["figure"])
-    if len(a) < MIN_RUNS or len(b) < MIN_RUNS:
-        return {"status": "failed", "why": f"{min(len(a), len(b))} ok run(s) on a side; {MIN_RUNS} needed",
-                "before_samples": a, "after_samples": b}
+    if too_few(a, b):
+        return {"status": "failed", "why": too_few(a, b), "before_samples": a, "after_samples": b}
     before, after, delta, share, p, holds = moves(change, a, b)
     return {"status": "reproduced" if holds else "not reproduced", "before": before, "after": after, "delta": delta,
             "share": share, "p": p, "before_samples": a, "after_samples": b}

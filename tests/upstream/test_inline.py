@@ -79,10 +79,9 @@ def _namespace(framework, name, form="inlined"):
     """The inlined workload's functions, defined in a namespace with the framework imported."""
     source, helpers, chain, imports = inline.inlined(workloads.get(name), framework, form)
     program = programs.PROGRAMS[framework]
-    helpers = sorted(helpers, key=lambda h: (h == inline.TABLE, h))  # the op table names the others
     code = "\n".join(["import math", "import types", "import numpy as np", program.imports,
                       *program.aliases.values(), *imports, emitters.CHAIN,
-                      *(inline.helper_source(framework, h) for h in helpers), source])
+                      *inline.helper_sources(framework, helpers), source])
     found = {}
     exec(compile(code, f"<{framework} {name}>", "exec"), found)
     return found
