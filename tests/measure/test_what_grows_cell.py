@@ -27,3 +27,20 @@ def test_a_mode_outside_the_choices_is_one_error_naming_them():
     done = subprocess.run([sys.executable, TOOL, "torch", "chained_dot", "--mode", "jit"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2 and "choose from 'eager', 'compiled'" in done.stderr
+
+
+def test_own_pages_are_read_settled_as_the_leak_phase_reads_them(monkeypatch):
+    """Read untrimmed, the heap glibc keeps free counts as kept: torch 2.1's compiled
+    transformer_block read 2.8 MB a step so, where its leak phase (gc, then malloc_trim
+    before each reading) reads 61-71 KiB. Each reading must come after a settle."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("what_grows_cell", TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    calls = []
+    monkeypatch.setattr(tool.probes, "settle", lambda: calls.append("settle"))
+    monkeypatch.setattr(tool.probes, "status_bytes",
+                        lambda: calls.append("read") or {"RssAnon": 4096, "RssShmem": 0})
+    assert tool.own_bytes() == 4096
+    assert calls == ["settle", "read"]
