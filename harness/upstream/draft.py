@@ -224,9 +224,11 @@ def _workload(change, group_size):
 
 
 def render(framework, members, outcomes, runs, env_info, confirm_records, script_name, store_dir="releases",
-           torch_index=None):
+           torch_index=None, growth=False):
     """The Markdown draft of a group: `members` its changes (the lead first), `outcomes`
-    {id: standalone verdict}, `runs` {release: {index: sample}}."""
+    {id: standalone verdict}, `runs` {release: {index: sample}}; `growth`: the script
+    measures the growth per step (the group's, report_change.Group.growth: a pending
+    growth figure among the members does not make the script measure it)."""
     lead = members[0]
     found = lead.get("confirmation") or {}
     figure = figures.get(lead["figure"])
@@ -315,7 +317,9 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
             standalone = (f"; standalone {theirs(outcome.get('before'))} -> {theirs(outcome.get('after'))}, "
                           f"{store.label(outcome)}" if outcome.get("before") is not None else
                           f"; {store.label(outcome) or 'not judged standalone'}")
-            out.append(f"- `{ids.of(framework, change)}`: {theirs(mine.get('before'))} -> {theirs(mine.get('after'))} "
+            moved = (f"{theirs(mine.get('before'))} -> {theirs(mine.get('after'))}" if mine.get("before") is not None
+                     else f"sweep {theirs(change.get('before'))} -> {theirs(change.get('after'))}")  # not side by side yet
+            out.append(f"- `{ids.of(framework, change)}`: {moved} "
                        f"({mine.get('status', 'pending')}{', actionable' if change.get('actionable') else ''})"
                        + standalone)
     out += ["", "## The workload", "", *_workload(lead, group_size=lead.get("size", "small"))]
@@ -328,7 +332,7 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
             "the median step reported. A step peak is VmHWM after writing 5 to /proc/self/clear_refs at the phase's "
             "start, minus VmRSS at the step's start; retained is RssAnon + RssShmem at a steady step's start above the "
             "baseline's (library code pages, RssFile, are a figure of their own); footprint = retained + step peak."
-            + GROWTH_HOW * any(c["figure"] == detect.GROWTH for c in members)]
+            + GROWTH_HOW * growth]
     out += ["", "## Reproduce", "", f"The standalone script: [{script_name}]({script_name}) (the workload's step in "
             f"plain {framework}, its sizes, and the probe; imports only {framework}, NumPy and the standard library)."
             + "".join(f" The same step {verdict.FORM_WORDS[form]}: [{name}]({name})"

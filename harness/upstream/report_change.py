@@ -200,7 +200,8 @@ def write_draft(group, script_path, torch_index=None):
     text = draft.render(group.framework, [lead] + [c for c in group.members if c is not lead], outcomes,
                         runs_of(group, script_path), release_store.read_envs(group.out, group.framework),
                         store.read_records(release_store.confirm_path(group.out, group.framework)),
-                        os.path.basename(script_path), store_dir=_as_named(group.out), torch_index=torch_index)
+                        os.path.basename(script_path), store_dir=_as_named(group.out), torch_index=torch_index,
+                        growth=group.growth)
     path = group.path(".md")
     results.write_text_atomic(path, text)
     return path

@@ -326,3 +326,22 @@ def test_a_harness_only_move_judged_before_the_forms_existed_is_run_in_the_other
     assert outcome["why"].endswith(": not the loss's form")
     assert store.label(outcome) == "harness only"
     assert "(this run: 1 group(s), 0 already judged)" in capsys.readouterr().out
+
+
+def test_a_pending_growth_figure_in_a_group_is_shown_from_the_sweep_and_not_said_to_be_measured(tmp_path, capsys):
+    """A group whose growth per step is flagged but not confirmed yet: the script does not
+    measure it (Group.growth: confirmed figures only), so the draft must not say it does,
+    and its line shows the sweep's figures (no side-by-side ones exist), not '– -> –'."""
+    out = _store(tmp_path)
+    document = json.loads((out / "torch.changes.json").read_text())
+    pending = dict(document["changes"][0], figure="leak", before=-7168.0, after=-2867.2, actionable=False,
+                   confirmation={"status": "pending"})
+    (out / "torch.changes.json").write_text(json.dumps(dict(document, changes=[document["changes"][0], pending])))
+    assert _main(ID, "--out", str(out), "--write-only") == 0
+    folder = out / "upstream" / "torch"
+    draft = (folder / "torch-chained_dot-eager-2.3.1-to-2.4.0.md").read_text()
+    script_text = (folder / "torch-chained_dot-eager-2.3.1-to-2.4.0.py").read_text()
+    assert "growth" not in script_text.split('"""', 2)[2]  # the script's code measures no growth...
+    assert "For the growth per step" not in draft  # ...and the draft says so
+    line = next(l for l in draft.splitlines() if "torch:chained_dot:eager:leak:2.3.1->2.4.0" in l)
+    assert "sweep -7.0 KiB a step -> -2.8 KiB a step (pending)" in line, line
