@@ -77,9 +77,9 @@ def judge(change, by_release, control=None):
     failed = [s.get("message", "") for side in by_release.values() for s in side.values() if s.get("status") != "ok"]
     found = {"figure": figure, "before_samples": a, "after_samples": b,
              "harness": {k: harness.get(k) for k in ("before", "after", "delta", "relative", "p", "pairs")}}
-    if too_few(a, b):
+    if short := too_few(a, b):
         why = (f"a figure the script does not measure ({figure}: {figures.get(figure).label})"
-               if not a and not b and not failed else too_few(a, b))
+               if not a and not b and not failed else short)
         return dict(found, status="failed", why=why, messages=failed[-3:])
     before, after, delta, share, p, reproduced = moves(change, a, b)
     found.update(status="reproduced" if reproduced else "harness only", before=before, after=after, delta=delta,
@@ -115,8 +115,8 @@ def judge_form(change, by_release):
     same rule."""
     a = values(by_release.get(change["before_release"], {}), change["figure"])
     b = values(by_release.get(change["release"], {}), change["figure"])
-    if too_few(a, b):
-        return {"status": "failed", "why": too_few(a, b), "before_samples": a, "after_samples": b}
+    if short := too_few(a, b):
+        return {"status": "failed", "why": short, "before_samples": a, "after_samples": b}
     before, after, delta, share, p, holds = moves(change, a, b)
     return {"status": "reproduced" if holds else "not reproduced", "before": before, "after": after, "delta": delta,
             "share": share, "p": p, "before_samples": a, "after_samples": b}

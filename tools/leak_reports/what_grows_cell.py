@@ -21,6 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from harness import choices  # noqa: E402
 from harness.measure import probes, worker  # noqa: E402
 from harness.measure.marks import Marks  # noqa: E402
 from harness.measure.phases import NullMeter  # noqa: E402
@@ -38,8 +39,7 @@ def own_bytes():
     malloc_trim), so heap glibc keeps free is not read as kept (torch 2.1's compiled
     transformer_block read 2.8 MB a step untrimmed, 61-111 KiB trimmed; its leak phase 61-71)."""
     probes.settle()
-    status = probes.status_bytes()
-    return status.get("RssAnon", 0) + status.get("RssShmem", 0)
+    return worker._own_memory_reader(None)()  # the leak phase's own reader on the host
 
 
 def main(argv=None):
@@ -48,7 +48,7 @@ def main(argv=None):
     parser.add_argument("workload")
     parser.add_argument("size", nargs="?", default="small")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--mode", choices=("eager", "compiled"), default="eager", help="the cell's mode (default eager)")
+    parser.add_argument("--mode", choices=choices.MODES, default="eager", help="the cell's mode (default eager)")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be >= 1")
