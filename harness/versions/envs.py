@@ -401,6 +401,7 @@ def remove(path):
     atomic step, under its build lock), then removed. A removal cut short (a restart
     mid-rmtree) once left a manifest over an environment without NumPy's or TensorFlow's
     files, and the next sweep took it as built: every cell an ImportError."""
+    path = os.fspath(path)  # a pathlib.Path from a caller's `Path.home() / ...` too
     name = re.sub(r"-py\d+\.\d+$", "", os.path.basename(path))
     mine = _in_use.pop(name, None)
     if mine is not None:

@@ -27,6 +27,15 @@ def test_removed_environment_is_not_cached_and_leaves_nothing(tmp_path, monkeypa
     assert sorted(os.listdir(envs.cache_root())) == ["x-1.0-" + envs.python_tag() + ".lock", "x-1.0.use"]
 
 
+def test_a_path_object_is_removed_like_its_string(tmp_path, monkeypatch):
+    # `envs.remove(Path.home() / ...)` raised a TypeError from the lock's name (str + ".lock")
+    import pathlib
+
+    path = _built(tmp_path, monkeypatch, "x-1.0")
+    assert envs.remove(pathlib.Path(path))
+    assert envs.cached("x-1.0") is None
+
+
 def test_a_removal_cut_short_never_leaves_a_manifest_over_a_partial_environment(tmp_path, monkeypatch):
     path = _built(tmp_path, monkeypatch, "x-1.0")
 
