@@ -276,11 +276,11 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
                        f"{len(held['before_samples'])} + {len(held['after_samples'])} runs, p = {held['p']:.3g}) | "
                        f"{shown(held['before'])} | {shown(held['after'])} | {signed(held['delta'])}, "
                        f"{held['share']:.0%} of gradmem's |")
-    held = lead_outcome.get("control") or {}
-    if held.get("before") is not None:
-        out.append(f"| gradmem's own memory pass, run again beside the script ({len(held['before_samples'])} + "
-                   f"{len(held['after_samples'])}, p = {held['p']:.3g}) | {shown(held['before'])} | {shown(held['after'])} | "
-                   f"{signed(held['delta'])} |")
+    control = lead_outcome.get("control") or {}
+    if control.get("before") is not None:
+        out.append(f"| gradmem's own memory pass, run again beside the script ({len(control['before_samples'])} + "
+                   f"{len(control['after_samples'])}, p = {control['p']:.3g}) | {shown(control['before'])} | "
+                   f"{shown(control['after'])} | {signed(control['delta'])} |")
     if "before" in found:
         out.append(f"| gradmem, side by side ({found['pairs']} pairs, p = {found['p']:.3g}) | {shown(found['before'])} | "
                    f"{shown(found['after'])} | {signed(found['delta'])} |")
@@ -300,9 +300,9 @@ def render(framework, members, outcomes, runs, env_info, confirm_records, script
             out.append(f"- standalone, {verdict.FORM_WORDS[form]}: {before}: "
                        f"{_samples(held['before_samples'], figure.name)}; {after}: "
                        f"{_samples(held['after_samples'], figure.name)}")
-    if held.get("before_samples"):
-        out.append(f"- gradmem's own pass beside the script: {before}: {_samples(held['before_samples'], figure.name)}; "
-                   f"{after}: {_samples(held['after_samples'], figure.name)}")
+    if control.get("before_samples"):
+        out.append(f"- gradmem's own pass beside the script: {before}: {_samples(control['before_samples'], figure.name)}; "
+                   f"{after}: {_samples(control['after_samples'], figure.name)}")
     out.append(f"- sweep rounds: {before}: {_samples(lead['before_samples'], figure.name)}; "
                f"{after}: {_samples(lead['after_samples'], figure.name)}")
     if lead_outcome.get("why"):

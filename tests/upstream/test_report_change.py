@@ -298,6 +298,8 @@ def test_a_harness_only_move_is_run_again_with_each_op_a_small_function(tmp_path
     draft = (folder / "torch-chained_dot-eager-2.3.1-to-2.4.0.md").read_text()
     assert "| the script with each op a small function ([torch-chained_dot-eager-2.3.1-to-2.4.0.functions.py]" in draft
     assert "the form that shows the move" in draft and "/tmp/torch-2.4.0/bin/python torch-chained_dot-eager-2.3.1-to-2.4.0.functions.py" in draft
+    # the control's own samples, not the last form's (a loop variable once shadowed them)
+    assert "- gradmem's own pass beside the script: 2.3.1: 10.00, 10.00; 2.4.0: 16.00, 16.00" in draft
     document = json.loads((out / "torch.changes.json").read_text())
     counted = store.tally(document, store.read_outcomes(str(out), "torch"))
     assert counted["harness only"] == 1 and counted["loss form"] == 1
