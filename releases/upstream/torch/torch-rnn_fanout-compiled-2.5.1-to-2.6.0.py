@@ -1,6 +1,6 @@
-"""torch 2.6.0: retained of a torch.compile training step rises by 1.79 MiB (+8.5%) from 2.5.1 (rnn_fanout, CPU)
+"""torch 2.6.0: retained of a torch.compile training step rises by 1.67 MiB (+7.8%) from 2.5.1 (rnn_fanout, CPU)
 
-gradmem found retained of rnn_fanout (compiled) move from 21.10 MiB at 2.5.1 to 22.89 MiB at 2.6.0 (id torch:rnn_fanout:compiled:retained:2.5.1->2.6.0).
+gradmem found retained of rnn_fanout (compiled) move from 21.53 MiB at 2.5.1 to 23.20 MiB at 2.6.0 (id torch:rnn_fanout:compiled:retained:2.5.1->2.6.0).
 
 Standalone: imports only torch, NumPy and the standard library. Run it once under each
 release (a fresh environment with that release and NumPy installed):

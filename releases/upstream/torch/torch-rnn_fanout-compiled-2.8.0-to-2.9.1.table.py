@@ -1,0 +1,321 @@
+"""torch 2.9.1: footprint of a torch.compile training step rises by 1.49 MiB (+5.7%) from 2.8.0 (rnn_fanout, CPU)
+
+gradmem found footprint of rnn_fanout (compiled) move from 26.11 MiB at 2.8.0 to 27.60 MiB at 2.9.1 (id torch:rnn_fanout:compiled:footprint:2.8.0->2.9.1).
+
+Standalone: imports only torch, NumPy and the standard library. Run it once under each
+release (a fresh environment with that release and NumPy installed):
+
+    python {this file}
+
+It prints one JSON line: the figures in bytes (retained: the framework's own pages, RssAnon +
+RssShmem, at a steady step's start above a baseline taken before the first step; step_peak:
+VmHWM after writing 5 to /proc/self/clear_refs, minus VmRSS at the step's start; footprint:
+their sum; first_step_*: the same of the cold first step), every steady step's, the versions
+and the modules imported; and the figure of the change on stderr.
+
+Written by gradmem (python -m harness report-change): the workload is gradmem's op-set code with
+its ops called through an op table of torch code as written (ops.add(x, y), OPS.add a lambda),
+as gradmem runs it; the measurement is gradmem's memory pass (docs/measurement.md).
+"""
+
+import os
+import sys
+
+# The environment of a memory measurement, set before the interpreter starts (glibc reads
+# MALLOC_MMAP_THRESHOLD_ only then: buffers of 32 KiB or more are mmapped and go back to the
+# OS when freed, so a peak cannot hide in heap memory kept from before): the script runs
+# itself again with it.
+ENVIRONMENT = {
+    'MALLOC_MMAP_THRESHOLD_': '32768',
+    'MKL_NUM_THREADS': '2',
+    'OMP_NUM_THREADS': '2',
+    'OPENBLAS_NUM_THREADS': '2',
+}
+if any(os.environ.get(k) != v for k, v in ENVIRONMENT.items()):
+    os.execve(sys.executable, getattr(sys, "orig_argv", [sys.executable, *sys.argv]),
+              {**os.environ, **ENVIRONMENT})
+
+
+# ---- the probe (gradmem's memory pass, docs/measurement.md) --------------------------------
+import ctypes
+import ctypes.util
+import gc
+import json
+import os
+import platform
+import re
+import sys
+
+_STATUS = re.compile(r"^(VmRSS|VmHWM|RssAnon|RssFile|RssShmem):\s+(\d+)\s+kB", re.MULTILINE)
+
+
+def status():
+    """VmRSS, VmHWM, RssAnon, RssFile, RssShmem of this process, in bytes."""
+    with open("/proc/self/status", encoding="ascii") as handle:
+        return {key: int(kb) * 1024 for key, kb in _STATUS.findall(handle.read())}
+
+
+def settle():
+    """Collect garbage, then give glibc's free heap pages back (what runs before every step)."""
+    gc.collect()
+    ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+
+
+def reset_peak():
+    """VmHWM := VmRSS now (the kernel's high-water mark, reset)."""
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+        handle.write("5")
+
+
+def own(reading):
+    """The process's own pages: anonymous and shared memory (file pages are library code)."""
+    return reading.get("RssAnon", 0) + reading.get("RssShmem", 0)
+
+
+def one_step(step, params, inputs, sync, baseline):
+    """One training step, phase by phase: its figures ({name: bytes}) and its gradients.
+    `step` is (forward, backward), or (value_and_grad,) where the step is one program."""
+    start, peaks = status(), {}
+    if len(step) == 2:
+        forward, backward = step
+        reset_peak()
+        state = forward(params, inputs)
+        sync(state)
+        peaks["forward"] = status()["VmHWM"] - start["VmRSS"]
+        reset_peak()
+        grads = backward(state)
+        sync(grads)
+        del state  # a training loop lets the graph go once the backward has run
+        peaks["backward"] = status()["VmHWM"] - start["VmRSS"]
+    else:
+        reset_peak()
+        _, grads = step[0](params, inputs)
+        sync(grads)
+        peaks["gradient"] = status()["VmHWM"] - start["VmRSS"]
+    retained = own(start) - own(baseline)
+    figures = {"retained": retained, "code_pages": start.get("RssFile", 0) - baseline.get("RssFile", 0),
+               "step_peak": max(peaks.values())}
+    figures.update({f"step_peak.{phase}": value for phase, value in peaks.items() if phase != "gradient"})
+    figures["footprint"] = retained + figures["step_peak"]
+    return figures, grads
+
+
+def measure(step, params, inputs, sync, warmup=1, steps=3):
+    """{figure: bytes} of the first step (first_step_*) and of the median steady step,
+    and every steady step's figures."""
+    settle()
+    baseline = status()
+    first, grads = one_step(step, params, inputs, sync, baseline)
+    del grads
+    for _ in range(warmup):
+        settle()
+        one_step(step, params, inputs, sync, baseline)
+    samples = []
+    for _ in range(steps):
+        settle()
+        samples.append(one_step(step, params, inputs, sync, baseline)[0])
+    steady = sorted(samples, key=lambda s: s["step_peak"])[(len(samples) - 1) // 2]
+    figures = dict(steady)
+    # the registry's names: first_step_peak(.phase), first_step_footprint, first_step_retained
+    figures.update({"first_step_" + name.replace("step_peak", "peak"): value
+                    for name, value in first.items() if name != "code_pages"})
+    return figures, samples
+
+
+def third_party_modules():
+    """The top-level modules imported that are not the standard library's (what the
+    script's results depend on: the framework, NumPy and what they import)."""
+    roots = [p for p in sys.path if p and os.path.isdir(p)]
+    names = set()
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None) or ""
+        # installed ones only: not the code a compiler generated into its cache
+        if "." not in name and not name.startswith("_") and any(where.startswith(root) for root in roots):
+            names.add(name)
+    return sorted(names - set(sys.stdlib_module_names))
+
+
+def report(figures, samples, figure, distributions, environment):
+    """One JSON line on stdout (the figures, the versions, the `environment` variables
+    set); `figure` on stderr."""
+    from importlib import metadata
+
+    versions = {}
+    for name in distributions:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    print(f"{figure}: {figures[figure] / 2**20:.2f} MiB", file=sys.stderr)
+    print(json.dumps({"figures": figures, "steady_samples": samples, "figure": figure, "versions": versions,
+                      "python": platform.python_version(), "platform": platform.platform(),
+                      "modules": third_party_modules(),
+                      "environment": {k: os.environ.get(k) for k in environment}}))
+
+
+# ---- torch, as the sweep ran it ------------------------------------------------------------
+# A compiled torch step compiles into an empty Inductor cache of its own (a cold compile,
+# whatever ran before on the machine), removed when the script ends.
+import atexit
+import shutil
+import tempfile
+
+_CACHE = tempfile.mkdtemp(prefix="repro-inductor-")
+atexit.register(shutil.rmtree, _CACHE, True)
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = _CACHE
+os.environ["TRITON_CACHE_DIR"] = os.path.join(_CACHE, "triton")
+
+import numpy as np
+import torch
+F = torch.nn.functional
+
+torch.set_num_threads(2)
+torch.set_num_interop_threads(2)
+
+
+# ---- the workload: rnn_fanout (HIPS autograd #219 (RNN benchmark: autograd benchmarks/bench_rnn.py)) ----
+import types
+import math
+
+SIZE, DTYPE, SEED = 'small', 'float32', 0
+CFG = {'B': 16, 'D': 512, 'n': 50}
+FIGURE = 'footprint'  # the figure the change is about
+DISTRIBUTIONS = ['torch', 'numpy']
+
+
+def chain(step, x, n, consts):
+    """x_n for x_{i+1} = step(i, x_i, consts): the plain loop (the sweep ran no remat)."""
+    for i in range(n):
+        x = step(i, x, consts)
+    return x
+
+
+def take(x, indices, axis=0):
+    """Gather along `axis`: nn.Embedding's op for a 2-D table, else index_select."""
+    axis = axis % x.ndim
+    if axis == 0 and x.ndim == 2:
+        return F.embedding(indices, x)
+    flat = torch.index_select(x, axis, indices.reshape(-1))
+    return flat.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1:])
+
+
+OPS = types.SimpleNamespace(
+    add=lambda x, y: x + y,
+    sub=lambda x, y: x - y,
+    mul=lambda x, y: x * y,
+    div=lambda x, y: x / y,
+    neg=lambda x: -x,
+    exp=lambda x: torch.exp(x),
+    log=lambda x: torch.log(x),
+    sqrt=lambda x: torch.sqrt(x),
+    tanh=lambda x: torch.tanh(x),
+    sigmoid=lambda x: torch.sigmoid(x),
+    relu=lambda x: torch.relu(x),
+    sin=lambda x: torch.sin(x),
+    cos=lambda x: torch.cos(x),
+    matmul=lambda a, b: a @ b,
+    sum=lambda x, axis=None, keepdims=False: torch.sum(x, dim=tuple(range(x.ndim)) if axis is None else axis, keepdim=keepdims),
+    mean=lambda x, axis=None, keepdims=False: torch.mean(x, dim=tuple(range(x.ndim)) if axis is None else axis, keepdim=keepdims),
+    max=lambda x, axis=None, keepdims=False: torch.amax(x, dim=tuple(range(x.ndim)) if axis is None else axis, keepdim=keepdims),
+    reshape=lambda x, shape: torch.reshape(x, shape),
+    permute_dims=lambda x, axes: torch.permute(x, axes),
+    concat=lambda xs, axis=0: torch.cat(xs, dim=axis),
+    stack=lambda xs, axis=0: torch.stack(xs, dim=axis),
+    getitem=lambda x, key: x[key],
+    take=lambda x, indices, axis=0: take(x, indices, axis=axis),
+    where=lambda cond, x, y: torch.where(cond, x, y),
+    softmax=lambda x, axis=-1: torch.softmax(x, dim=axis),
+    logsumexp=lambda x, axis=-1, keepdims=False: torch.logsumexp(x, dim=tuple(range(x.ndim)) if axis is None else axis, keepdim=keepdims),
+    conv2d=lambda x, w, stride=1, padding=0: F.conv2d(x, w, stride=stride, padding=padding),
+    max_pool2d=lambda x, size=2: F.max_pool2d(x, kernel_size=size, stride=size),
+    upsample2d=lambda x, scale=2: F.interpolate(x, scale_factor=scale, mode='nearest'),
+    cumsum=lambda x, axis: torch.cumsum(x, dim=axis),
+    checkpoint=lambda f, *xs: f(*xs),
+    chain=chain,
+)
+
+
+def init(rng, cfg, dtype):
+    B, D = (cfg['B'], cfg['D'])
+    params = {'W': 0.9 / math.sqrt(D) * rng.standard_normal((D, D)), 'b': 0.1 * rng.standard_normal(D), 'Wout': rng.standard_normal((D, 1)) / math.sqrt(D), 'bout': 0.1 * rng.standard_normal(1)}
+    inputs = {'x': rng.standard_normal((B, D)), 'label': (rng.random((B, 1)) > 0.5).astype(float)}
+    cast = lambda tree: {k: v.astype(dtype) for k, v in tree.items()}
+    return (cast(params), cast(inputs))
+
+
+def loss(ops, params, inputs, cfg):
+
+    def rnn_step(i, h, consts):
+        return ops.tanh(ops.add(ops.matmul(h, consts['W']), consts['b']))
+    h = ops.chain(rnn_step, inputs['x'], cfg['n'], {'W': params['W'], 'b': params['b']})
+    logit = ops.add(ops.matmul(h, params['Wout']), params['bout'])
+    softplus_neg = ops.log(ops.add(ops.exp(ops.neg(logit)), 1.0))
+    return ops.sum(ops.sub(ops.add(logit, softplus_neg), ops.mul(inputs['label'], logit)))
+
+
+# ---- the step, compiled --------------------------------------------------------------------
+def make_step(loss_fn):
+    """(forward, backward) of loss_fn under torch.compile (Inductor), then torch.autograd.grad."""
+    run = torch.compile(loss_fn, dynamic=False)
+
+    def forward(params, inputs):
+        with torch.enable_grad():
+            leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+            return run(leaves, inputs), leaves
+
+    def backward(state):
+        value, leaves = state
+        return dict(zip(leaves, torch.autograd.grad(value, list(leaves.values()))))
+
+    return forward, backward
+
+
+def arrays(tree):
+    """NumPy arrays as torch tensors (copies: a tensor from_numpy shares the array's memory)."""
+    return {k: torch.from_numpy(np.array(v, copy=True)) for k, v in tree.items()}
+
+
+def sync(tree):
+    return tree  # torch runs CPU ops as they are called
+
+
+# ---- the runtime warm-up: the framework's one-time start-up, before the baseline -----------
+def tiny_loss_of(ops, params, inputs):
+
+    def layer(i, x, consts):
+        return ops.tanh(ops.matmul(x, consts['w']))
+    x = ops.chain(layer, inputs['x'], 2, {'w': params['w']})
+    return ops.sum(ops.checkpoint(lambda x, w: layer(2, x, {'w': w}), x, params['w']))
+
+
+def tiny_loss(params, inputs):
+    return tiny_loss_of(OPS, params, inputs)
+
+
+def warm_up_runtime():
+    """One gradient of two 4x4 tanh layers in the same mode: what the framework keeps for
+    the life of the process once it has computed anything (XLA's compiler, Inductor's
+    toolchain) is paid before the baseline, as imports are."""
+    rng = np.random.default_rng(0)
+    params = arrays({"w": rng.standard_normal((4, 4)).astype(DTYPE)})
+    inputs = arrays({"x": rng.standard_normal((4, 4)).astype(DTYPE)})
+    step = make_step(tiny_loss)
+    if len(step) == 2:
+        sync(step[1](step[0](params, inputs)))
+    else:
+        sync(step[0](params, inputs))
+
+
+# ---- main ----------------------------------------------------------------------------------
+def main():
+    warm_up_runtime()
+    host = init(np.random.default_rng(SEED), CFG, DTYPE)
+    params, inputs = arrays(host[0]), arrays(host[1])
+    del host  # the framework's arrays are what the steps use
+    step = make_step(lambda params, inputs: loss(OPS, params, inputs, CFG))
+    figures, samples = measure(step, params, inputs, sync)
+    report(figures, samples, FIGURE, DISTRIBUTIONS, ENVIRONMENT)
+
+
+if __name__ == "__main__":
+    main()
