@@ -20,15 +20,18 @@ and not of the same loss inlined (torch.compile's Dynamo, one frame per call) sh
 this form and not in the other (docs/releases.md, "harness only").
 
 The third, ``form="table"``, is gradmem's own: the workload's code as written, ``ops``
-and all, called with an op table (`op_table`: ``OPS = types.SimpleNamespace(add=lambda
-x, y: x + y, ...)``, every op of the op set, as the adapter's ``_make_ops`` builds it),
-the warm-up's loss too. What differs from the harness then is only what measures it.
+and all, called with the adapter's own op table (`op_table`: its ``_make_ops`` written
+out, ``OPS = _make_ops(torch)``), the warm-up's loss too. What differs from the harness
+then is only what measures it.
 """
 
 import ast
+import importlib
 import inspect
 import textwrap
+import types
 
+from harness.frameworks import remat as remat_lib
 from harness.ops import OPS
 from harness.upstream import emitters
 
@@ -121,20 +124,46 @@ def op_function(framework, op):
 
 
 def op_table(framework):
-    """(source, helpers) of the "table" form's op table: every op of the op set a lambda
-    of the framework's expression of it, `checkpoint` the plain call and `chain` the
-    plain loop (emitters.CHAIN), as the adapter's op table with no remat."""
-    segments = {"checkpoint": "checkpoint=lambda f, *xs: f(*xs)", "chain": "chain=chain"}
-    entries, helpers = [], set()
-    for op in OPS:
-        if op in segments:
-            entries.append(segments[op])
-            continue
-        listed, body, helper = _general(framework, op)
-        entries.append(f"{op}=lambda {listed}: {body}")
-        helpers.update([helper] if helper else [])
-    lines = "".join(f"    {entry},\n" for entry in entries)
-    return f"{TABLE} = types.SimpleNamespace(\n{lines})\n", sorted(helpers)
+    """(source, helpers) of the "table" form's op table: the adapter's own op table, its
+    ``_make_ops`` (harness/frameworks/<name>.py) written out as it is, with the
+    module-level functions it reads, called as the adapter calls it; its `checkpoint`
+    and `chain` the no-remat ones (harness/frameworks/remat.py; `chain` is the script's
+    plain loop, emitters.CHAIN). Written out, not rebuilt from the emitters: how each op
+    is written is the program Dynamo traces (``tanh=torch.tanh`` against ``lambda x:
+    torch.tanh(x)``; torch 2.11.0 keeps ~4 MiB more for the adapter's table than for
+    the lambdas on shared_linear, docs/releases.md)."""
+    adapter = importlib.import_module(f"harness.frameworks.{framework}")
+    make_ops = adapter._make_ops
+    module_arg = next(iter(inspect.signature(make_ops).parameters))  # torch, jax, tf: the script's import
+    parts = [inspect.getsource(remat_lib.checkpoint),
+             "remat_lib = types.SimpleNamespace(checkpoint=checkpoint, chain=chain)  # no remat\n"]
+    parts += [inspect.getsource(fn) for fn in _module_functions(adapter, make_ops)]
+    parts.append(inspect.getsource(make_ops))
+    parts.append(f"{TABLE} = _make_ops({module_arg})\n")
+    return "\n\n".join(parts), []
+
+
+def _module_functions(module, func):
+    """The functions of `module` that `func` reads (and they read), `func` left out, in
+    the module's order."""
+    found, todo = {}, [func]
+    while todo:
+        for name in _names_read(todo.pop().__code__):
+            value = module.__dict__.get(name)
+            if inspect.isfunction(value) and value is not func and value.__module__ == module.__name__ \
+                    and name not in found:
+                found[name] = value
+                todo.append(value)
+    return sorted(found.values(), key=lambda fn: fn.__code__.co_firstlineno)
+
+
+def _names_read(code):
+    """The global names `code` and the functions nested in it read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_read(const)
+    return names
 
 
 def helper_source(framework, name):

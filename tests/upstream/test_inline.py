@@ -116,3 +116,44 @@ def test_the_inlined_torch_loss_is_the_adapters_on_every_workload(form):
 def test_the_inlined_loss_is_the_adapters_on_every_workload(framework, form):
     pytest.importorskip(frameworks.get(framework).module)
     _agree(framework, form)
+
+
+def _same_function(mine, theirs):
+    """The same callable: the same builtin, or Python functions that read the same names
+    and constants with the same parameters and defaults, nested functions alike (not the
+    bytecode: it differs between a .pyc and code compiled from a string)."""
+    if not hasattr(theirs, "__code__"):
+        return mine is theirs
+    return hasattr(mine, "__code__") and mine.__defaults__ == theirs.__defaults__ \
+        and _same_code(mine.__code__, theirs.__code__)
+
+
+def _same_code(a, b):
+    def shape(code):
+        consts = [c for c in code.co_consts[1:] if not hasattr(c, "co_code")]  # [0]: a docstring or None
+        return (code.co_names, code.co_varnames, code.co_freevars, code.co_argcount, code.co_kwonlyargcount,
+                code.co_flags & 0x0c, consts)  # 0x0c: *args, **kwargs
+    nested = lambda code: [c for c in code.co_consts if hasattr(c, "co_code")]
+    return shape(a) == shape(b) and len(nested(a)) == len(nested(b)) \
+        and all(_same_code(x, y) for x, y in zip(nested(a), nested(b)))
+
+
+@pytest.mark.parametrize("framework", emitters.FRAMEWORKS)
+def test_the_table_form_calls_the_adapters_own_op_table(framework):
+    # The op table is the program Dynamo traces: `tanh=torch.tanh` and `lambda x:
+    # torch.tanh(x)` compute the same values, yet torch 2.11.0 keeps ~4 MiB more for the
+    # first on shared_linear compiled (docs/releases.md). So the "as gradmem calls it"
+    # form must hold the adapter's own entries, every one, not an equivalent.
+    adapter = frameworks.get(framework)
+    pytest.importorskip(adapter.module)
+    adapter = adapter.load("cpu", "eager")
+    program = programs.PROGRAMS[framework]
+    code = "\n".join(["import types", "import numpy as np", program.imports, *program.aliases.values(),
+                      emitters.CHAIN, *inline.helper_sources(framework, [inline.TABLE])])
+    space = {}
+    exec(compile(code, f"<{framework} op table>", "exec"), space)
+    table = space[inline.TABLE]
+    for op in OPS:
+        assert _same_function(getattr(table, op), getattr(adapter.ops, op)), (framework, op)
+    # and a lambda standing in for a builtin is told apart
+    assert not _same_function(lambda x: x, getattr(adapter.ops, "exp"))
