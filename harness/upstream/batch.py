@@ -103,11 +103,12 @@ def estimated_s(change, env_info, walls, at_hand, runs):
     return build + 2 * runs * walls.get(key, DEFAULT_SAMPLE_S)
 
 
-def done(outcomes, framework, document, change, sha, with_control=True, with_forms=True):
+def done(outcomes, framework, document, change, sha, with_control=True, with_forms=True, form_sha=None):
     """True when every confirmed change of the group has a verdict for the script `sha`
     (failed and unavailable ones too: --retry measures those again), and, `with_control`,
     every one the script did not reproduce has gradmem's own pass beside it and,
-    `with_forms`, the script in its other form's verdict (report_change.judge_forms)."""
+    `with_forms`, the script in its other form's verdict (report_change.judge_forms), of
+    that form's script as written now (`form_sha(form)`, where given)."""
     from harness.upstream import inline, report_change, store, verdict
 
     members = [c for c in ids.group_members(document, change)
@@ -116,5 +117,5 @@ def done(outcomes, framework, document, change, sha, with_control=True, with_for
     return bool(found) and all(f and f.get("script_sha") == sha and not (
         with_control and f.get("status") == "harness only" and "control" not in f) and not (
         with_forms and f.get("status") == "harness only" and report_change.forms_due(c)
-        and not store.forms_judged(f, inline.FORMS[1:]))
+        and not store.forms_judged(f, inline.FORMS[1:], form_sha))
         for c, f in zip(members, found))

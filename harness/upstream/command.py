@@ -202,7 +202,8 @@ def _run(args, framework, document, plan, is_batch):
             continue
         if is_batch and not args.write_only and not args.rejudge:
             if batch.done(outcomes, framework, document, change, store.script_hash(text),
-                          with_control=not args.no_control, with_forms=not args.no_forms) and not (
+                          with_control=not args.no_control, with_forms=not args.no_forms,
+                          form_sha=_form_sha(group)) and not (
                     args.retry and any(o.get("status") in ("failed", "unavailable")
                                        for o in outcomes["changes"].values() if o.get("group") == group.id)):
                 skipped += 1
@@ -243,6 +244,17 @@ def _run(args, framework, document, plan, is_batch):
     if not args.keep_envs and not is_batch:
         _prune(framework, [])
     return 3 if failed else 0
+
+
+def _form_sha(group):
+    """form -> the hash of `group`'s script in that form as it is written now (each
+    written once, and only where a harness-only verdict asks)."""
+
+    @functools.lru_cache(maxsize=None)
+    def sha_of(form):
+        return store.script_hash(report_change.script_source(group, form=form))
+
+    return sha_of
 
 
 def _said(outcome):

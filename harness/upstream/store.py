@@ -109,11 +109,14 @@ def loss_form(outcome):
                 None)
 
 
-def forms_judged(outcome, forms):
+def forms_judged(outcome, forms, sha_of=None):
     """True when a harness-only `outcome` needs no more of the loss's `forms` run: one
-    reproduces its move, or each has its verdict."""
-    held = (outcome or {}).get("forms") or {}
-    return loss_form(outcome) is not None or all(form in held for form in forms)
+    reproduces its move, or each has its verdict. `sha_of(form)`: the hash of the form's
+    script as it would be written now; a verdict of a script written otherwise (the form
+    changed since: report-change's op table, 2026-12-05) does not count."""
+    held = {form: judged for form, judged in ((outcome or {}).get("forms") or {}).items()
+            if sha_of is None or judged.get("script_sha") == sha_of(form)}
+    return any(judged.get("status") == "reproduced" for judged in held.values()) or all(form in held for form in forms)
 
 
 def label(outcome):

@@ -330,6 +330,32 @@ def test_a_harness_only_move_judged_before_the_forms_existed_is_run_in_the_other
     assert "(this run: 1 group(s), 0 already judged)" in capsys.readouterr().out
 
 
+def test_a_form_whose_script_is_written_otherwise_since_is_run_again_by_the_batch(tmp_path, capsys, monkeypatch):
+    # The table form once held lambdas standing in for the adapter's op table; written as
+    # the adapter's own since, its old verdict is of another program: the batch runs that
+    # form again (and only it), and the new verdict replaces the old.
+    out = _store(tmp_path)
+    flat = FAKE.replace("15.0 if after else 10.2", "10.1 if after else 10.2")
+    _fake_pythons(tmp_path, monkeypatch, flat)
+    monkeypatch.setattr(control, "run_group", lambda *a, **k: {
+        "2.3.1": {i: {"status": "ok", "figures": {"retained": 10.0 * MIB}} for i in (1, 2)},
+        "2.4.0": {i: {"status": "ok", "figures": {"retained": 16.0 * MIB}} for i in (1, 2)}})
+    assert _main(ID, "--out", str(out), "--runs", "2") == 0
+    outcome = store.read_outcomes(str(out), "torch")["changes"][ID]
+    assert [held["status"] for held in outcome["forms"].values()] == ["not reproduced"] * 2
+    held_before = len(store.read_samples(str(out), "torch"))
+    monkeypatch.setattr(script, "write", lambda spec: FAKE if spec.form == "table" else flat)
+    assert _main("--framework", "torch", "--actionable", "--out", str(out), "--runs", "2") == 0
+    outcome = store.read_outcomes(str(out), "torch")["changes"][ID]
+    assert outcome["forms"]["table"]["status"] == "reproduced" and store.loss_form(outcome) == "table"
+    assert len(store.read_samples(str(out), "torch")) == held_before + 4  # the table's 2 runs a side, no more
+    assert "(this run: 1 group(s), 0 already judged)" in capsys.readouterr().out
+    # judged for the table as written now: the next batch measures nothing
+    monkeypatch.setattr(runner, "run_once", lambda *a, **k: pytest.fail("measured again"))
+    assert _main("--framework", "torch", "--actionable", "--out", str(out), "--runs", "2") == 0
+    assert "1 already judged" in capsys.readouterr().out
+
+
 def test_a_pending_growth_figure_in_a_group_is_shown_from_the_sweep_and_not_said_to_be_measured(tmp_path, capsys):
     """A group whose growth per step is flagged but not confirmed yet: the script does not
     measure it (Group.growth: confirmed figures only), so the draft must not say it does,
