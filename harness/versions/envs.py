@@ -431,7 +431,23 @@ def _discard(path):
 def _step(command, log, what):
     code, last = install.run(command, log, timeout_s=PIP_TIMEOUT_S)
     if code != 0:
-        raise Unavailable(f"{what} failed (exit {code}); the installer's last lines:\n{last}" + _python_refusal(log))
+        raise Unavailable(f"{what} failed (exit {code}){_constraint_refusal(log)}; the installer's last lines:\n{last}"
+                          + _python_refusal(log))
+
+
+def _constraint_refusal(log):
+    """Where pip refused the release for a constraint set outside gradmem (pip.conf's
+    ``constraint``, PIP_CONSTRAINT: a machine may cap torch), the words saying so, for the
+    first line of the reason (the one a sweep's console shows); else ''."""
+    try:
+        with open(log, encoding="utf-8", errors="replace") as handle:
+            caps = sorted({line.split("(constraint)", 1)[1].strip() for line in handle if "(constraint)" in line})
+    except OSError:
+        return ""
+    if not caps:
+        return ""
+    return (f": a pip constraint set outside gradmem refuses it ({', '.join(caps)}; `pip config list` shows "
+            "where: a machine's pip.conf or PIP_CONSTRAINT)")
 
 
 def _python_refusal(log):
