@@ -183,59 +183,77 @@ def chain(step, x, n, consts):
     return x
 
 
-def conv2d(x, w, stride=1, padding=0):
-    """x NCHW, w OIHW, as torch.nn.functional.conv2d."""
-    return lax.conv_general_dilated(x, w, window_strides=(stride, stride),
-                                    padding=((padding, padding), (padding, padding)),
-                                    dimension_numbers=("NCHW", "OIHW", "NCHW"))
+def checkpoint(f, *xs):
+    """One segment with no remat: just the call."""
+    return f(*xs)
 
 
-def max_pool2d(x, size=2):
-    """Max over size x size windows, stride size, NCHW; (max, -inf) is the max monoid, so
-    JAX uses its differentiable reduce_window_max."""
-    window = (1, 1, size, size)
-    return lax.reduce_window(x, np.array(-np.inf, x.dtype), lax.max, window, window, "VALID")
+remat_lib = types.SimpleNamespace(checkpoint=checkpoint, chain=chain)  # no remat
 
 
-def upsample2d(x, scale=2):
-    n, c, h, w = x.shape
-    return jax.image.resize(x, (n, c, h * scale, w * scale), method="nearest")
+def _make_ops(jax):
+    import types
+
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+
+    def conv2d(x, w, stride=1, padding=0):
+        return lax.conv_general_dilated(
+            x,
+            w,
+            window_strides=(stride, stride),
+            padding=((padding, padding), (padding, padding)),
+            dimension_numbers=("NCHW", "OIHW", "NCHW"),
+        )
+
+    def max_pool2d(x, size=2):
+        # -inf of x's dtype: JAX recognises (max, -inf) as the max monoid and uses its
+        # differentiable reduce_window_max; "VALID" drops a ragged edge, as torch does.
+        window = (1, 1, size, size)
+        return lax.reduce_window(x, np.array(-np.inf, x.dtype), lax.max, window, window, "VALID")
+
+    def upsample2d(x, scale=2):
+        n, c, h, w = x.shape
+        return jax.image.resize(x, (n, c, h * scale, w * scale), method="nearest")
+
+    return types.SimpleNamespace(
+        add=jnp.add,
+        sub=jnp.subtract,
+        mul=jnp.multiply,
+        div=jnp.true_divide,
+        neg=jnp.negative,
+        exp=jnp.exp,
+        log=jnp.log,
+        sqrt=jnp.sqrt,
+        tanh=jnp.tanh,
+        sigmoid=jax.nn.sigmoid,
+        relu=jax.nn.relu,
+        sin=jnp.sin,
+        cos=jnp.cos,
+        matmul=jnp.matmul,
+        sum=lambda x, axis=None, keepdims=False: jnp.sum(x, axis=axis, keepdims=keepdims),
+        mean=lambda x, axis=None, keepdims=False: jnp.mean(x, axis=axis, keepdims=keepdims),
+        max=lambda x, axis=None, keepdims=False: jnp.max(x, axis=axis, keepdims=keepdims),
+        reshape=lambda x, shape: jnp.reshape(x, tuple(shape)),
+        permute_dims=lambda x, axes: jnp.transpose(x, tuple(axes)),
+        concat=lambda xs, axis=0: jnp.concatenate(list(xs), axis=axis),
+        stack=lambda xs, axis=0: jnp.stack(list(xs), axis=axis),
+        getitem=lambda x, key: x[key],
+        take=lambda x, indices, axis=0: jnp.take(x, indices, axis=axis),
+        where=jnp.where,
+        softmax=lambda x, axis=-1: jax.nn.softmax(x, axis=axis),
+        logsumexp=lambda x, axis=-1, keepdims=False: jax.nn.logsumexp(x, axis=axis, keepdims=keepdims),
+        conv2d=conv2d,
+        max_pool2d=max_pool2d,
+        upsample2d=upsample2d,
+        cumsum=lambda x, axis: jnp.cumsum(x, axis=axis),
+        checkpoint=remat_lib.checkpoint,
+        chain=remat_lib.chain,
+    )
 
 
-OPS = types.SimpleNamespace(
-    add=lambda x, y: x + y,
-    sub=lambda x, y: x - y,
-    mul=lambda x, y: x * y,
-    div=lambda x, y: x / y,
-    neg=lambda x: -x,
-    exp=lambda x: jnp.exp(x),
-    log=lambda x: jnp.log(x),
-    sqrt=lambda x: jnp.sqrt(x),
-    tanh=lambda x: jnp.tanh(x),
-    sigmoid=lambda x: jax.nn.sigmoid(x),
-    relu=lambda x: jax.nn.relu(x),
-    sin=lambda x: jnp.sin(x),
-    cos=lambda x: jnp.cos(x),
-    matmul=lambda a, b: a @ b,
-    sum=lambda x, axis=None, keepdims=False: jnp.sum(x, axis=axis, keepdims=keepdims),
-    mean=lambda x, axis=None, keepdims=False: jnp.mean(x, axis=axis, keepdims=keepdims),
-    max=lambda x, axis=None, keepdims=False: jnp.max(x, axis=axis, keepdims=keepdims),
-    reshape=lambda x, shape: jnp.reshape(x, shape),
-    permute_dims=lambda x, axes: jnp.transpose(x, axes),
-    concat=lambda xs, axis=0: jnp.concatenate(xs, axis=axis),
-    stack=lambda xs, axis=0: jnp.stack(xs, axis=axis),
-    getitem=lambda x, key: x[key],
-    take=lambda x, indices, axis=0: jnp.take(x, indices, axis=axis),
-    where=lambda cond, x, y: jnp.where(cond, x, y),
-    softmax=lambda x, axis=-1: jax.nn.softmax(x, axis=axis),
-    logsumexp=lambda x, axis=-1, keepdims=False: jax.nn.logsumexp(x, axis=axis, keepdims=keepdims),
-    conv2d=lambda x, w, stride=1, padding=0: conv2d(x, w, stride=stride, padding=padding),
-    max_pool2d=lambda x, size=2: max_pool2d(x, size),
-    upsample2d=lambda x, scale=2: upsample2d(x, scale),
-    cumsum=lambda x, axis: jnp.cumsum(x, axis=axis),
-    checkpoint=lambda f, *xs: f(*xs),
-    chain=chain,
-)
+OPS = _make_ops(jax)
 
 
 def init(rng, cfg, dtype):

@@ -1,6 +1,6 @@
-"""torch 2.8.0: footprint of a torch.compile training step falls by 9.29 MiB (-12.5%) from 2.7.1 (seq2seq_attention, CPU)
+"""torch 2.8.0: footprint of a torch.compile training step falls by 10.30 MiB (-13.7%) from 2.7.1 (seq2seq_attention, CPU)
 
-gradmem found footprint of seq2seq_attention (compiled) move from 74.33 MiB at 2.7.1 to 65.04 MiB at 2.8.0 (id torch:seq2seq_attention:compiled:footprint:2.7.1->2.8.0).
+gradmem found footprint of seq2seq_attention (compiled) move from 75.10 MiB at 2.7.1 to 64.80 MiB at 2.8.0 (id torch:seq2seq_attention:compiled:footprint:2.7.1->2.8.0).
 
 Standalone: imports only torch, NumPy and the standard library. Run it once under each
 release (a fresh environment with that release and NumPy installed):

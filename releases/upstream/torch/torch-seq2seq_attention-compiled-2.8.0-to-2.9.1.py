@@ -1,6 +1,6 @@
-"""torch 2.9.1: footprint of a torch.compile training step rises by 5.30 MiB (+8.2%) from 2.8.0 (seq2seq_attention, CPU)
+"""torch 2.9.1: footprint of a torch.compile training step rises by 5.21 MiB (+8.0%) from 2.8.0 (seq2seq_attention, CPU)
 
-gradmem found footprint of seq2seq_attention (compiled) move from 64.59 MiB at 2.8.0 to 69.89 MiB at 2.9.1 (id torch:seq2seq_attention:compiled:footprint:2.8.0->2.9.1).
+gradmem found footprint of seq2seq_attention (compiled) move from 65.00 MiB at 2.8.0 to 70.21 MiB at 2.9.1 (id torch:seq2seq_attention:compiled:footprint:2.8.0->2.9.1).
 
 Standalone: imports only torch, NumPy and the standard library. Run it once under each
 release (a fresh environment with that release and NumPy installed):

@@ -224,49 +224,67 @@ def chain(step, x, n, consts):
     return x
 
 
-def take(x, indices, axis=0):
-    """Gather along `axis`: nn.Embedding's op for a 2-D table, else index_select."""
-    axis = axis % x.ndim
-    if axis == 0 and x.ndim == 2:
-        return F.embedding(indices, x)
-    flat = torch.index_select(x, axis, indices.reshape(-1))
-    return flat.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1:])
+def checkpoint(f, *xs):
+    """One segment with no remat: just the call."""
+    return f(*xs)
 
 
-OPS = types.SimpleNamespace(
-    add=lambda x, y: x + y,
-    sub=lambda x, y: x - y,
-    mul=lambda x, y: x * y,
-    div=lambda x, y: x / y,
-    neg=lambda x: -x,
-    exp=lambda x: torch.exp(x),
-    log=lambda x: torch.log(x),
-    sqrt=lambda x: torch.sqrt(x),
-    tanh=lambda x: torch.tanh(x),
-    sigmoid=lambda x: torch.sigmoid(x),
-    relu=lambda x: torch.relu(x),
-    sin=lambda x: torch.sin(x),
-    cos=lambda x: torch.cos(x),
-    matmul=lambda a, b: a @ b,
-    sum=lambda x, axis=None, keepdims=False: torch.sum(x, dim=tuple(range(x.ndim)) if axis is None else axis, keepdim=keepdims),
-    mean=lambda x, axis=None, keepdims=False: torch.mean(x, dim=tuple(range(x.ndim)) if axis is None else axis, keepdim=keepdims),
-    max=lambda x, axis=None, keepdims=False: torch.amax(x, dim=tuple(range(x.ndim)) if axis is None else axis, keepdim=keepdims),
-    reshape=lambda x, shape: torch.reshape(x, shape),
-    permute_dims=lambda x, axes: torch.permute(x, axes),
-    concat=lambda xs, axis=0: torch.cat(xs, dim=axis),
-    stack=lambda xs, axis=0: torch.stack(xs, dim=axis),
-    getitem=lambda x, key: x[key],
-    take=lambda x, indices, axis=0: take(x, indices, axis=axis),
-    where=lambda cond, x, y: torch.where(cond, x, y),
-    softmax=lambda x, axis=-1: torch.softmax(x, dim=axis),
-    logsumexp=lambda x, axis=-1, keepdims=False: torch.logsumexp(x, dim=tuple(range(x.ndim)) if axis is None else axis, keepdim=keepdims),
-    conv2d=lambda x, w, stride=1, padding=0: F.conv2d(x, w, stride=stride, padding=padding),
-    max_pool2d=lambda x, size=2: F.max_pool2d(x, kernel_size=size, stride=size),
-    upsample2d=lambda x, scale=2: F.interpolate(x, scale_factor=scale, mode='nearest'),
-    cumsum=lambda x, axis: torch.cumsum(x, dim=axis),
-    checkpoint=lambda f, *xs: f(*xs),
-    chain=chain,
-)
+remat_lib = types.SimpleNamespace(checkpoint=checkpoint, chain=chain)  # no remat
+
+
+def _all_axes(x, axis):
+    """torch reduces over `dim`; the contract's None means every axis."""
+    return tuple(range(x.ndim)) if axis is None else axis
+
+
+def _make_ops(torch):
+    F = torch.nn.functional
+
+    def take(x, indices, axis=0):
+        axis = axis % x.ndim
+        if axis == 0 and x.ndim == 2:
+            return F.embedding(indices, x)  # nn.Embedding's op: what embedding users run
+        flat = torch.index_select(x, axis, indices.reshape(-1))
+        return flat.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1 :])
+
+    return types.SimpleNamespace(
+        add=lambda x, y: x + y,
+        sub=lambda x, y: x - y,
+        mul=lambda x, y: x * y,
+        div=lambda x, y: x / y,
+        neg=torch.neg,
+        exp=torch.exp,
+        log=torch.log,
+        sqrt=torch.sqrt,
+        tanh=torch.tanh,
+        sigmoid=torch.sigmoid,
+        relu=torch.relu,
+        sin=torch.sin,
+        cos=torch.cos,
+        matmul=torch.matmul,
+        sum=lambda x, axis=None, keepdims=False: torch.sum(x, dim=_all_axes(x, axis), keepdim=keepdims),
+        mean=lambda x, axis=None, keepdims=False: torch.mean(x, dim=_all_axes(x, axis), keepdim=keepdims),
+        # amax, not max(dim): the gradient is shared among ties, as in NumPy-based engines
+        max=lambda x, axis=None, keepdims=False: torch.amax(x, dim=_all_axes(x, axis), keepdim=keepdims),
+        reshape=lambda x, shape: torch.reshape(x, tuple(shape)),
+        permute_dims=lambda x, axes: torch.permute(x, tuple(axes)),
+        concat=lambda xs, axis=0: torch.cat(list(xs), dim=axis),
+        stack=lambda xs, axis=0: torch.stack(list(xs), dim=axis),
+        getitem=lambda x, key: x[key],
+        take=take,
+        where=torch.where,
+        softmax=lambda x, axis=-1: torch.softmax(x, dim=axis),
+        logsumexp=lambda x, axis=-1, keepdims=False: torch.logsumexp(x, dim=_all_axes(x, axis), keepdim=keepdims),
+        conv2d=lambda x, w, stride=1, padding=0: F.conv2d(x, w, stride=stride, padding=padding),
+        max_pool2d=lambda x, size=2: F.max_pool2d(x, kernel_size=size, stride=size),
+        upsample2d=lambda x, scale=2: F.interpolate(x, scale_factor=scale, mode="nearest"),
+        cumsum=lambda x, axis: torch.cumsum(x, dim=axis),
+        checkpoint=remat_lib.checkpoint,
+        chain=remat_lib.chain,
+    )
+
+
+OPS = _make_ops(torch)
 
 
 EPS = 1e-05
