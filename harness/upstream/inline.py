@@ -124,7 +124,7 @@ def op_function(framework, op):
 
 
 def op_table(framework):
-    """(source, helpers) of the "table" form's op table: the adapter's own op table, its
+    """The source of the "table" form's op table: the adapter's own op table, its
     ``_make_ops`` (harness/frameworks/<name>.py) written out as it is, with the
     module-level functions it reads, called as the adapter calls it; its `checkpoint`
     and `chain` the no-remat ones (harness/frameworks/remat.py; `chain` is the script's
@@ -140,7 +140,7 @@ def op_table(framework):
     parts += [inspect.getsource(fn) for fn in _module_functions(adapter, make_ops)]
     parts.append(inspect.getsource(make_ops))
     parts.append(f"{TABLE} = _make_ops({module_arg})\n")
-    return "\n\n".join(parts), []
+    return "\n\n".join(parts)
 
 
 def _module_functions(module, func):
@@ -171,7 +171,7 @@ def helper_source(framework, name):
     function of the "functions" form, the op table of the "table" form, or an adapter's
     multi-line op (emitters.HELPERS)."""
     if name == TABLE:
-        return op_table(framework)[0]
+        return op_table(framework)
     if name.startswith(FUNCTION_PREFIX):
         return op_function(framework, name[len(FUNCTION_PREFIX):])[0]
     return emitters.HELPERS[framework][name]
@@ -188,7 +188,7 @@ def _rewrite(nodes, framework, form):
     inlined or a call of its small function (`_Inliner`), or, "table", the code as
     written, with the op table (and the `chain` it holds) among the helpers."""
     if form == "table":
-        return nodes, {TABLE, *op_table(framework)[1]}, True
+        return nodes, {TABLE}, True
     inliner = _Inliner(framework, form)
     return [inliner.visit(node) for node in nodes], inliner.helpers, inliner.chain
 

@@ -439,11 +439,7 @@ def _constraint_refusal(log):
     """Where pip refused the release for a constraint set outside gradmem (pip.conf's
     ``constraint``, PIP_CONSTRAINT: a machine may cap torch), the words saying so, for the
     first line of the reason (the one a sweep's console shows); else ''."""
-    try:
-        with open(log, encoding="utf-8", errors="replace") as handle:
-            caps = sorted({line.split("(constraint)", 1)[1].strip() for line in handle if "(constraint)" in line})
-    except OSError:
-        return ""
+    caps = sorted({line.split("(constraint)", 1)[1].strip() for line in _log_lines(log, "(constraint)")})
     if not caps:
         return ""
     return (f": a pip constraint set outside gradmem refuses it ({', '.join(caps)}; `pip config list` shows "
@@ -455,12 +451,18 @@ def _python_refusal(log):
     log has one: the last lines cut a long line to its two ends, and PyTensor's list
     (3.1.1 ... 3.3.8) lost the release asked for in its middle, so no other Python was
     tried for it (interpreters.needs_other_python reads this line)."""
+    lines = _log_lines(log, interpreters.PIP_PYTHON_MISMATCH)
+    return f"\npip's Requires-Python refusals, whole:\n{lines[-1]}" if lines else ""
+
+
+def _log_lines(log, marker):
+    """The installer log's lines holding `marker`, stripped, whole (not cut as its last
+    lines are); [] where the log cannot be read."""
     try:
         with open(log, encoding="utf-8", errors="replace") as handle:
-            lines = [line.strip() for line in handle if interpreters.PIP_PYTHON_MISMATCH in line]
+            return [line.strip() for line in handle if marker in line]
     except OSError:
-        return ""
-    return f"\npip's Requires-Python refusals, whole:\n{lines[-1]}" if lines else ""
+        return []
 
 
 def gradmem_wheel(log):
